@@ -1,0 +1,76 @@
+"""Run records: each stage records what it finished, so a re-run skips work whose inputs did not change."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+from engine.store import Store
+
+_TRACKED = ("rldiff", "duckdb", "polars", "numpy", "scipy", "torch", "transformers", "sae-lens", "hdbscan")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose behaviour shapes results."""
+    versions = {"python": platform.python_version()}
+    for name in _TRACKED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_done(store: Store, stage: str, config: dict[str, Any], input_hash: str) -> bool:
+    """Whether `stage` already finished with this configuration on these inputs."""
+    return bool(
+        store.scalar(
+            "SELECT count(*) FROM runs WHERE stage = ? AND status = 'done' AND input_hash = ? "
+            "AND json_extract_string(config, '$._hash') = ?",
+            [stage, input_hash, config_hash(config)],
+        )
+    )
+
+
+@dataclass
+class RunRecord:
+    """A stage run in progress; stages add metrics as they go."""
+
+    run_id: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@contextmanager
+def record_run(
+    store: Store, stage: str, config: dict[str, Any], input_hash: str, seed: int | None
+) -> Iterator[RunRecord]:
+    """Record a stage run: 'running' at start, 'done' with metrics at the end, 'failed' on error."""
+    run = RunRecord(run_id=f"{stage}-{uuid.uuid4().hex[:12]}")
+    stored_config = {**config, "_hash": config_hash(config)}
+    store.execute(
+        "INSERT INTO runs (run_id, stage, config, input_hash, versions, seed, status, started_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+        [run.run_id, stage, json.dumps(stored_config, default=str), input_hash,
+         json.dumps(library_versions()), seed, datetime.now(UTC)],
+    )
+    status = "failed"
+    try:
+        yield run
+        status = "done"
+    finally:
+        store.execute(
+            "UPDATE runs SET status = ?, metrics = ?, finished_at = ? WHERE run_id = ?",
+            [status, json.dumps(run.metrics, default=str), datetime.now(UTC), run.run_id],
+        )

@@ -1,0 +1,227 @@
+-- rldiff study store, schema version 1.
+-- THE schema: every table a user, the TUI, the MCP server or a report may query. Names and meanings of the
+-- contract columns are fixed (DESIGN.md §4); later versions only add. Applied by engine.store.Store on open.
+
+CREATE TABLE IF NOT EXISTS meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR NOT NULL
+);
+
+-- A checkpoint is one model (or policy) whose rollouts are compared: typically "before" and "after".
+CREATE TABLE IF NOT EXISTS checkpoints (
+    checkpoint  VARCHAR PRIMARY KEY,
+    ordinal     INTEGER NOT NULL,          -- order of first ingest: 0 is the earliest
+    created_at  TIMESTAMP NOT NULL
+);
+
+-- One row per ingested file and checkpoint: re-ingesting the same content is a no-op.
+CREATE TABLE IF NOT EXISTS sources (
+    source_hash  VARCHAR NOT NULL,         -- sha256 of the file's bytes
+    checkpoint   VARCHAR NOT NULL,
+    path         VARCHAR NOT NULL,
+    format       VARCHAR NOT NULL,
+    n_rollouts   INTEGER NOT NULL,
+    n_skipped    INTEGER NOT NULL,
+    ingested_at  TIMESTAMP NOT NULL,
+    PRIMARY KEY (source_hash, checkpoint)
+);
+
+CREATE TABLE IF NOT EXISTS rollouts (
+    rollout_key     BIGINT PRIMARY KEY,    -- store-wide id
+    checkpoint      VARCHAR NOT NULL,
+    rollout_id      VARCHAR NOT NULL,      -- exactly as given in the input; unique within a checkpoint
+    task_id         VARCHAR NOT NULL,
+    environment_id  VARCHAR,
+    trial           INTEGER,
+    reward          DOUBLE,
+    split           VARCHAR,               -- 'discovery' | 'heldout' | NULL before the split is drawn
+    source_hash     VARCHAR NOT NULL,
+    source_line     INTEGER NOT NULL,      -- physical line (JSONL) or record index (JSON list) in the source
+    n_messages      INTEGER NOT NULL,
+    metadata        JSON
+);
+
+-- Every message of every rollout, as context for the rollout viewer (segments point into it).
+CREATE TABLE IF NOT EXISTS messages (
+    rollout_key    BIGINT NOT NULL,
+    message_index  INTEGER NOT NULL,       -- position in the input `messages` list
+    role           VARCHAR NOT NULL,       -- system | user | assistant | tool
+    content        VARCHAR,
+    reasoning      VARCHAR,
+    tool_calls     JSON,                   -- [{"id", "name", "arguments"}] for assistant messages
+    tool_call_id   VARCHAR,
+    name           VARCHAR,
+    is_error       BOOLEAN,                -- tool results only: the environment reported an error
+    PRIMARY KEY (rollout_key, message_index)
+);
+
+-- The units of analysis: what the model itself produced.
+CREATE TABLE IF NOT EXISTS segments (
+    segment_id     BIGINT PRIMARY KEY,
+    rollout_key    BIGINT NOT NULL,
+    message_index  INTEGER NOT NULL,
+    part_index     INTEGER NOT NULL,       -- tool call's position in its message; 0 for text and reasoning
+    kind           VARCHAR NOT NULL,       -- 'reasoning' | 'text' | 'tool_call'
+    text           VARCHAR NOT NULL,       -- tool_call: 'NAME ARGS_JSON'
+    tool_name      VARCHAR,
+    tool_args      VARCHAR,                -- JSON text; the raw string when the input was not valid JSON
+    args_valid     BOOLEAN,                -- tool_call: whether the arguments parsed as JSON
+    origin         VARCHAR NOT NULL,       -- 'content' | 'reasoning_field' | 'think_tool' | 'tool_calls'
+    content_hash   VARCHAR NOT NULL        -- sha256 of (kind, text): the activation cache key
+);
+
+-- Features: SAE latents and deterministic structural features.
+CREATE TABLE IF NOT EXISTS features (
+    feature_id   BIGINT PRIMARY KEY,
+    source       VARCHAR NOT NULL,         -- 'sae' | 'structural'
+    name         VARCHAR NOT NULL UNIQUE,  -- stable key: 'sae:123', 'tool:get_order', ...
+    label        VARCHAR NOT NULL,         -- readable, offline
+    explanation  VARCHAR,                  -- LLM-written, when an LLM is configured
+    sae_index    INTEGER,                  -- latent index for source = 'sae'
+    threshold    DOUBLE NOT NULL,          -- activation above which the feature "fires"
+    top_ngrams   JSON,                     -- distinctive n-grams in top-activating contexts
+    run_id       VARCHAR
+);
+
+-- Sparse: only non-zero activations. For SAE features, the max over the segment's tokens.
+CREATE TABLE IF NOT EXISTS segment_features (
+    segment_id  BIGINT NOT NULL,
+    feature_id  BIGINT NOT NULL,
+    activation  FLOAT NOT NULL
+);
+
+-- Top-activating segments per feature and checkpoint, with per-token activations for highlighting.
+CREATE TABLE IF NOT EXISTS feature_examples (
+    feature_id   BIGINT NOT NULL,
+    checkpoint   VARCHAR NOT NULL,
+    rank         INTEGER NOT NULL,
+    segment_id   BIGINT NOT NULL,
+    activation   FLOAT NOT NULL,
+    tokens       JSON,                     -- [[char_start, char_end, activation], ...] over segment.text
+    PRIMARY KEY (feature_id, checkpoint, rank)
+);
+
+-- Per feature and segment kind, on the discovery split. kind 'any' is the rollout-level view.
+CREATE TABLE IF NOT EXISTS feature_deltas (
+    feature_id          BIGINT NOT NULL,
+    kind                VARCHAR NOT NULL,
+    prevalence_before   DOUBLE,            -- share of segments of this kind where the feature fires
+    prevalence_after    DOUBLE,
+    delta               DOUBLE,            -- after - before, in proportion (x100 for percentage points)
+    ratio               DOUBLE,
+    ci_low              DOUBLE,            -- bootstrap CI of delta over tasks
+    ci_high             DOUBLE,
+    p_value             DOUBLE,            -- permutation within task
+    q_value             DOUBLE,            -- Benjamini-Hochberg across everything tested
+    rollout_rate_before DOUBLE,            -- share of rollouts where it fires at least once
+    rollout_rate_after  DOUBLE,
+    n_before            INTEGER,           -- segments of this kind
+    n_after             INTEGER,
+    reward_assoc_before DOUBLE,            -- rollout-level association with reward within the checkpoint
+    reward_assoc_after  DOUBLE,
+    tested              BOOLEAN NOT NULL,
+    skip_reason         VARCHAR,
+    PRIMARY KEY (feature_id, kind)
+);
+
+CREATE TABLE IF NOT EXISTS feature_task_deltas (
+    feature_id         BIGINT NOT NULL,
+    kind               VARCHAR NOT NULL,
+    task_id            VARCHAR NOT NULL,
+    prevalence_before  DOUBLE,
+    prevalence_after   DOUBLE,
+    n_before           INTEGER,
+    n_after            INTEGER,
+    PRIMARY KEY (feature_id, kind, task_id)
+);
+
+CREATE TABLE IF NOT EXISTS clusters (
+    cluster_id         INTEGER PRIMARY KEY,
+    label              VARCHAR NOT NULL,
+    kind               VARCHAR NOT NULL,
+    size               INTEGER NOT NULL,
+    prevalence_before  DOUBLE,             -- any member fires
+    prevalence_after   DOUBLE,
+    delta              DOUBLE,
+    ci_low             DOUBLE,
+    ci_high            DOUBLE,
+    p_value            DOUBLE,
+    q_value            DOUBLE
+);
+
+CREATE TABLE IF NOT EXISTS cluster_members (
+    cluster_id  INTEGER NOT NULL,
+    feature_id  BIGINT NOT NULL,
+    membership  DOUBLE,                    -- hdbscan membership probability
+    PRIMARY KEY (cluster_id, feature_id)
+);
+
+CREATE TABLE IF NOT EXISTS hypotheses (
+    hypothesis_id      INTEGER PRIMARY KEY,
+    statement          VARCHAR NOT NULL,
+    direction          VARCHAR NOT NULL,   -- 'increase' | 'decrease' (after relative to before)
+    labeler            VARCHAR NOT NULL,   -- 'verifier' | 'judge'
+    spec               JSON,               -- verifier spec, or {"question": ...} for a judge
+    status             VARCHAR NOT NULL,   -- 'proposed' | 'validated' | 'rejected' | 'inconclusive'
+    origin             VARCHAR NOT NULL,   -- 'llm' | 'extractive' | 'user'
+    prevalence_before  DOUBLE,             -- held-out, from the labels
+    prevalence_after   DOUBLE,
+    delta              DOUBLE,
+    ci_low             DOUBLE,
+    ci_high            DOUBLE,
+    p_value            DOUBLE,
+    q_value            DOUBLE,
+    mde                DOUBLE,             -- minimum detectable effect when inconclusive
+    n_labeled          INTEGER,
+    reward_assoc       DOUBLE,
+    reason             VARCHAR,            -- why validated / rejected / inconclusive
+    decision           VARCHAR,            -- the user's triage: 'accepted' | 'rejected' | NULL
+    note               VARCHAR,
+    provenance         JSON,               -- source cluster/features, prompt hash, model, split, seed
+    created_at         TIMESTAMP NOT NULL,
+    tested_at          TIMESTAMP,
+    decided_at         TIMESTAMP
+);
+
+CREATE TABLE IF NOT EXISTS hypothesis_labels (
+    hypothesis_id  INTEGER NOT NULL,
+    segment_id     BIGINT NOT NULL,
+    label          BOOLEAN NOT NULL,
+    evidence       VARCHAR,                -- the span that decided the label
+    weight         DOUBLE NOT NULL DEFAULT 1.0,  -- inverse sampling probability
+    PRIMARY KEY (hypothesis_id, segment_id)
+);
+
+-- Labels a person gave, to calibrate the labeler.
+CREATE TABLE IF NOT EXISTS user_labels (
+    hypothesis_id  INTEGER NOT NULL,
+    segment_id     BIGINT NOT NULL,
+    label          BOOLEAN NOT NULL,
+    created_at     TIMESTAMP NOT NULL,
+    PRIMARY KEY (hypothesis_id, segment_id)
+);
+
+-- What each pipeline stage finished, with what configuration: a re-run skips finished work.
+CREATE TABLE IF NOT EXISTS runs (
+    run_id       VARCHAR PRIMARY KEY,
+    stage        VARCHAR NOT NULL,
+    config       JSON NOT NULL,
+    input_hash   VARCHAR NOT NULL,
+    versions     JSON NOT NULL,
+    seed         BIGINT,
+    status       VARCHAR NOT NULL,         -- 'running' | 'done' | 'failed'
+    metrics      JSON,
+    started_at   TIMESTAMP NOT NULL,
+    finished_at  TIMESTAMP
+);
+
+-- LLM responses keyed by prompt hash, with token and cost accounting.
+CREATE TABLE IF NOT EXISTS llm_cache (
+    prompt_hash    VARCHAR PRIMARY KEY,
+    model          VARCHAR NOT NULL,
+    response       JSON NOT NULL,
+    input_tokens   INTEGER NOT NULL,
+    output_tokens  INTEGER NOT NULL,
+    cost_usd       DOUBLE NOT NULL,
+    created_at     TIMESTAMP NOT NULL
+);

@@ -1,0 +1,146 @@
+"""One DuckDB file holds a study. `Store` opens it, applies the schema and wraps bulk writes and reads."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from engine.errors import RldiffError, StoreLockedError
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+# version -> SQL that upgrades a store from version-1 to version. Empty until the schema first changes.
+MIGRATIONS: dict[int, str] = {}
+
+
+class StoreSchemaError(RldiffError):
+    """The store was written by an incompatible version of rldiff."""
+
+
+def _schema_sql() -> str:
+    return resources.files("engine.store").joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+class Store:
+    """A study store. Use as a context manager; one instance per process, a cursor per thread."""
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise RldiffError(f"{self.path}: no such store")
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLockedError(f"{self.path}: another process is writing to this store") from exc
+            raise RldiffError(f"{self.path}: cannot open store: {exc}") from exc
+        self._check_schema()
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._con.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own for a worker thread (DuckDB connections are not shared across threads)."""
+        return self._con.cursor()
+
+    def _check_schema(self) -> None:
+        has_meta = self._con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+        ).fetchone()[0]
+        version = None
+        if has_meta:
+            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else None
+        if version is None:
+            if self.read_only:
+                raise StoreSchemaError(f"{self.path}: not an rldiff store (no schema version)")
+            with self.transaction():
+                self._con.execute(_schema_sql())
+                self._con.execute(
+                    "INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+                )
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"{self.path}: store schema version {version} is newer than this rldiff supports "
+                f"({SCHEMA_VERSION}); upgrade rldiff"
+            )
+        if version < SCHEMA_VERSION:
+            if self.read_only:
+                raise StoreSchemaError(
+                    f"{self.path}: store schema version {version} is older than {SCHEMA_VERSION}; "
+                    "open it once read-write (any rldiff command) to migrate it"
+                )
+            with self.transaction():
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    log.info("migrating %s to schema version %d", self.path, target)
+                    self._con.execute(MIGRATIONS[target])
+                self._con.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
+                )
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """All or nothing: on any exception the store is left exactly as before."""
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            yield self._con
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        self._con.execute("COMMIT")
+
+    def append(self, table: str, rows: pl.DataFrame | pa.Table) -> int:
+        """Bulk-insert rows by column name (missing columns get their defaults). Returns the row count."""
+        arrow = rows.to_arrow() if isinstance(rows, pl.DataFrame) else rows
+        if arrow.num_rows == 0:
+            return 0
+        view = f"_append_{table}"
+        self._con.register(view, arrow)
+        try:
+            self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {view}")
+        finally:
+            self._con.unregister(view)
+        return arrow.num_rows
+
+    def execute(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
+        """Run one statement on the store's connection (used by engine modules; the TUI uses cursors)."""
+        return self._con.execute(sql, params or [])
+
+    def next_id(self, table: str, column: str) -> int:
+        """The next free integer id of `table.column` (ids are assigned in bulk by the single writer)."""
+        return int(self._con.execute(f"SELECT coalesce(max({column}) + 1, 0) FROM {table}").fetchone()[0])
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def frame(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+        """A query's result as a polars DataFrame."""
+        return self._con.execute(sql, params or []).pl()
+
+    def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
+        row = self._con.execute(sql, params or []).fetchone()
+        return None if row is None else row[0]
+
+    def checkpoints(self) -> list[str]:
+        """Checkpoint names in the order they were first ingested."""
+        return [r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
