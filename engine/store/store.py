@@ -62,13 +62,11 @@ class Store:
         return self._con.cursor()
 
     def _check_schema(self) -> None:
-        has_meta = self._con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
-        ).fetchone()[0]
+        has_meta = self.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'")
         version = None
         if has_meta:
-            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else None
+            value = self.scalar("SELECT value FROM meta WHERE key = 'schema_version'")
+            version = int(value) if value is not None else None
         if version is None:
             if self.read_only:
                 raise StoreSchemaError(f"{self.path}: not an rldiff store (no schema version)")
@@ -129,17 +127,19 @@ class Store:
 
     def next_id(self, table: str, column: str) -> int:
         """The next free integer id of `table.column` (ids are assigned in bulk by the single writer)."""
-        return int(self._con.execute(f"SELECT coalesce(max({column}) + 1, 0) FROM {table}").fetchone()[0])
+        return int(self.scalar(f"SELECT coalesce(max({column}) + 1, 0) FROM {table}"))
 
     # -- reads -----------------------------------------------------------------------------------------
 
     def frame(self, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
         """A query's result as a polars DataFrame."""
-        return self._con.execute(sql, params or []).pl()
+        return self._con.sql(sql, params=params or None).pl()
 
     def scalar(self, sql: str, params: list[Any] | None = None) -> Any:
-        row = self._con.execute(sql, params or []).fetchone()
-        return None if row is None else row[0]
+        """The first column of the first row, or None. (DuckDB 2 keeps a connection busy until a result is
+        fetched to the end, so never leave a `fetchone()` half-read on the shared connection.)"""
+        rows = self._con.execute(sql, params or []).fetchall()
+        return rows[0][0] if rows else None
 
     def checkpoints(self) -> list[str]:
         """Checkpoint names in the order they were first ingested."""

@@ -1,0 +1,42 @@
+# rldiff: `make demo` and `make test` are all a fresh clone needs (Python 3.11, pip, make).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Without CUDA, pin the CPU build of torch before anything else asks for torch (a plain `torch`
+# requirement would pull a multi-GB CUDA build). Override, e.g. TORCH_SPEC='torch>=2.9' on a GPU box.
+TORCH_SPEC ?= $(if $(shell command -v nvidia-smi 2>/dev/null),torch>=2.9,torch==2.13.0)
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.torch: | $(BIN)/python
+	$(BIN)/pip install --quiet '$(TORCH_SPEC)'
+	touch $@
+
+# Stamps make re-runs instant when pyproject.toml has not changed.
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.torch
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/rldiff demo
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check engine tui tests bench sample_data
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed-dev
+	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) demo.duckdb demo.duckdb.rldiff

@@ -1,0 +1,224 @@
+"""The `rldiff` command line (DESIGN.md §2). Exit codes: 0 ok, 2 bad input or usage, 1 internal error."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+
+from engine.errors import InputError, RldiffError
+
+log = logging.getLogger("rldiff")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"
+DEMO_PAIR = ("tau2-grok3/standard.jsonl.gz", "tau2-grok3/tighter.jsonl.gz")
+
+
+# -- commands -----------------------------------------------------------------------------------------------
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    with Store(args.store) as store:
+        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad)
+        print_summary(store)
+    return 0
+
+
+def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:  # noqa: ANN001
+    from engine.ingest import ingest_file, resolve_formats
+    from engine.progress import RichBar
+
+    for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
+        result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=RichBar(err))
+        if result.already_ingested:
+            err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
+            continue
+        err.print(f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} "
+                  f"into {checkpoint!r}", markup=False)
+        if result.warnings:
+            err.print(f"{len(result.warnings)} warnings, e.g. {result.warnings[0]}", markup=False)
+        if result.skipped:
+            err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
+
+
+def print_summary(store) -> None:  # noqa: ANN001
+    from engine.console import summary_table
+    from engine.summary import study_summary
+
+    out.print(summary_table(study_summary(store)))
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    with Store(_existing(args.store), read_only=True) as store:
+        print_summary(store)
+    return 0
+
+
+def _analyze_config(args: argparse.Namespace):  # noqa: ANN202
+    from engine.config import AnalyzeConfig
+
+    llm = AnalyzeConfig.default_llm() if args.llm is None else (None if args.llm == "none" else args.llm)
+    if not 0 < args.holdout < 1:
+        raise InputError(f"--holdout: expected a fraction between 0 and 1, got {args.holdout}")
+    return AnalyzeConfig(before=args.before, after=args.after, reader=args.reader, layer=args.layer,
+                         sae=args.sae, llm=llm, holdout=args.holdout, seed=args.seed, device=args.device,
+                         max_cost=args.max_cost, permutations=args.permutations)
+
+
+def run_analysis(store, args: argparse.Namespace) -> None:  # noqa: ANN001
+    from engine.pipeline import analyze
+    from engine.progress import RichBar
+
+    written = analyze(store, _analyze_config(args), RichBar(err))
+    err.print("analysis done: " + ", ".join(f"{stage} {n}" for stage, n in written.items()), markup=False)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        run_analysis(store, args)
+        print_summary(store)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    before = args.before or "before"
+    after = args.after or "after"
+    if before == after:
+        raise InputError("--before and --after name the same checkpoint")
+    with Store(args.store) as store:
+        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad)
+        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad)
+        args.before, args.after = before, after
+        run_analysis(store, args)
+        print_summary(store)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    store_path = Path(args.store)
+    for stale in (store_path, store_path.with_name(store_path.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    args.before_file, args.after_file = (str(SAMPLE_DATA / p) for p in DEMO_PAIR)
+    args.before, args.after, args.store, args.format, args.skip_bad = "standard", "tighter", str(store_path), "auto", False
+    cmd_compare(args)
+    if args.no_tui:
+        return 0
+    return cmd_tui(args)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from tui.app import run
+
+    run(_existing(args.store))
+    return 0
+
+
+def _existing(path: str) -> str:
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such store (create one with `rldiff ingest` or `rldiff compare`)")
+    return path
+
+
+# -- parser -------------------------------------------------------------------------------------------------
+
+
+def _analyze_options(parser: argparse.ArgumentParser) -> None:
+    from engine.config import DEFAULT_READER
+
+    group = parser.add_argument_group("analysis")
+    group.add_argument("--before", help="checkpoint compared from (default: the first ingested)")
+    group.add_argument("--after", help="checkpoint compared to (default: the second ingested)")
+    group.add_argument("--reader", default=DEFAULT_READER,
+                       help="transformers model id or local folder (default: embedded all-MiniLM-L6-v2)")
+    group.add_argument("--layer", type=int, help="hidden layer the SAE reads (default: per reader)")
+    group.add_argument("--sae", default="train",
+                       help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID")
+    group.add_argument("--llm", help="Claude model id, or 'none' for the offline path "
+                       "(default: a Claude model when ANTHROPIC_API_KEY is set, else none)")
+    group.add_argument("--holdout", type=float, default=0.5, help="share held out for validation (default 0.5)")
+    group.add_argument("--seed", type=int, default=0)
+    group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    group.add_argument("--max-cost", type=float, default=5.0, help="USD cap on LLM spending (default 5)")
+    group.add_argument("--permutations", type=int, default=2000, help="permutations per test (default 2000)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from engine.ingest import FORMATS
+
+    parser = argparse.ArgumentParser(prog="rldiff", description="What did this training step change in "
+                                     "the model's behaviour? Differential analysis of agent rollouts.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(handler=handler)
+        return p
+
+    p = command("ingest", cmd_ingest, "ingest rollout files into a checkpoint of a study store")
+    p.add_argument("store")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--checkpoint", required=True, help="checkpoint name, e.g. before or after")
+    p.add_argument("--format", choices=FORMATS, default="auto")
+    p.add_argument("--skip-bad", action="store_true", help="quarantine bad records and ingest the rest")
+
+    p = command("analyze", cmd_analyze, "run features, deltas, clusters and hypotheses on a store")
+    p.add_argument("store")
+    _analyze_options(p)
+
+    p = command("compare", cmd_compare, "ingest a before and an after file, then analyze")
+    p.add_argument("before_file")
+    p.add_argument("after_file")
+    p.add_argument("--store", required=True)
+    p.add_argument("--format", choices=FORMATS, default="auto")
+    p.add_argument("--skip-bad", action="store_true")
+    _analyze_options(p)
+
+    p = command("info", cmd_info, "print the study summary")
+    p.add_argument("store")
+
+    p = command("tui", cmd_tui, "triage the study in the terminal UI")
+    p.add_argument("store")
+
+    p = command("demo", cmd_demo, "sample pair -> fresh store -> analyze -> TUI")
+    p.add_argument("--store", default="demo.duckdb", help="store to (re)create (default demo.duckdb)")
+    p.add_argument("--no-tui", action="store_true", help="stop after the analysis")
+    _analyze_options(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.handler(args)
+    except RldiffError as exc:
+        err.print(f"rldiff: {exc}", markup=False)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("rldiff: interrupted")
+        return 130
+    except Exception as exc:  # an internal error: say so, with the trace under -v
+        log.debug("internal error", exc_info=True)
+        err.print(f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)", markup=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

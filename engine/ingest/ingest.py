@@ -1,0 +1,191 @@
+"""Ingest one file into the study store: all of it in one transaction, or nothing."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from engine.errors import InputError, RecordError
+from engine.ingest.formats import FORMATS, Source, detect, parse
+from engine.ingest.records import Rollout
+from engine.ingest.segments import message_row, segment_rollout
+from engine.progress import NullProgress, Progress
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+FLUSH_ROLLOUTS = 2000  # rows are buffered and appended in batches of this many rollouts
+
+
+@dataclass
+class IngestResult:
+    path: Path
+    checkpoint: str
+    format: str
+    rollouts: int = 0
+    segments: int = 0
+    skipped: int = 0
+    already_ingested: bool = False
+    warnings: list[str] = field(default_factory=list)
+    quarantine: Path | None = None
+
+
+@dataclass
+class _Batch:
+    """Column buffers for one bulk append of rollouts, messages and segments."""
+
+    rollouts: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
+
+    def flush(self, store: Store) -> None:
+        store.append("rollouts", pl.DataFrame(self.rollouts, schema=_ROLLOUT_SCHEMA))
+        store.append("messages", pl.DataFrame(self.messages, schema=_MESSAGE_SCHEMA))
+        store.append("segments", pl.DataFrame(self.segments, schema=_SEGMENT_SCHEMA))
+        self.rollouts.clear()
+        self.messages.clear()
+        self.segments.clear()
+
+
+_ROLLOUT_SCHEMA = {
+    "rollout_key": pl.Int64, "checkpoint": pl.String, "rollout_id": pl.String, "task_id": pl.String,
+    "environment_id": pl.String, "trial": pl.Int32, "reward": pl.Float64, "source_hash": pl.String,
+    "source_line": pl.Int32, "n_messages": pl.Int32, "metadata": pl.String,
+}
+_MESSAGE_SCHEMA = {
+    "rollout_key": pl.Int64, "message_index": pl.Int32, "role": pl.String, "content": pl.String,
+    "reasoning": pl.String, "tool_calls": pl.String, "tool_call_id": pl.String, "name": pl.String,
+    "is_error": pl.Boolean,
+}
+_SEGMENT_SCHEMA = {
+    "segment_id": pl.Int64, "rollout_key": pl.Int64, "message_index": pl.Int32, "part_index": pl.Int32,
+    "kind": pl.String, "text": pl.String, "tool_name": pl.String, "tool_args": pl.String,
+    "args_valid": pl.Boolean, "origin": pl.String, "content_hash": pl.String,
+}
+
+
+def quarantine_path(store: Store, path: Path, checkpoint: str) -> Path:
+    """Where --skip-bad writes the records it left out: beside the store."""
+    return store.path.with_name(f"{store.path.name}.quarantine") / f"{path.name}.{checkpoint}.jsonl"
+
+
+def resolve_formats(paths: list[str | Path], fmt: str) -> list[tuple[Path, str]]:
+    """Check that every file exists and has a known format before any is ingested."""
+    if fmt not in FORMATS:
+        raise InputError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    resolved = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise InputError(f"{path}: no such file")
+        resolved.append((path, detect(Source(path)) if fmt == "auto" else fmt))
+    return resolved
+
+
+def ingest_file(
+    store: Store,
+    path: str | Path,
+    checkpoint: str,
+    fmt: str = "auto",
+    *,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Ingest the rollouts of one file into `checkpoint`.
+
+    Raises `RecordError` (FILE:LINE: field: problem) on the first bad record unless `skip_bad`, in which case bad
+    records go to a quarantine report. Either way the store changes only if the whole file is written.
+    """
+    if not checkpoint.strip():
+        raise InputError("--checkpoint: empty name")
+    [(path, fmt)] = resolve_formats([path], fmt)
+    source = Source(path)
+    digest = source.digest()
+    result = IngestResult(path=path, checkpoint=checkpoint, format=fmt)
+    if store.scalar("SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]):
+        result.already_ingested = True
+        return result
+
+    bad: list[RecordError] = []
+    with store.transaction(), (progress or NullProgress()).track(f"ingest {path.name}", None) as advance:
+        seen = dict(store.execute("SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?",
+                                  [checkpoint]).fetchall())
+        next_rollout = store.next_id("rollouts", "rollout_key")
+        next_segment = store.next_id("segments", "segment_id")
+        batch = _Batch()
+        for item in parse(source, fmt):
+            if isinstance(item, Rollout) and item.rollout_id in seen:
+                item = RecordError(str(path), item.line, "rollout_id",
+                                   f"duplicate {item.rollout_id!r} in checkpoint {checkpoint!r}"
+                                   f" (first at line {seen[item.rollout_id]})")
+            if isinstance(item, RecordError):
+                if not skip_bad:
+                    raise item
+                bad.append(item)
+                continue
+            seen[item.rollout_id] = item.line
+            result.warnings.extend(item.warnings)
+            rollout_key = next_rollout + result.rollouts
+            batch.rollouts.append(_rollout_row(item, rollout_key, checkpoint, digest))
+            batch.messages.extend(message_row(rollout_key, i, m) for i, m in enumerate(item.messages))
+            for row in segment_rollout(item):
+                batch.segments.append({
+                    "segment_id": next_segment + result.segments, "rollout_key": rollout_key,
+                    "message_index": row.message_index, "part_index": row.part_index, "kind": row.kind,
+                    "text": row.text, "tool_name": row.tool_name, "tool_args": row.tool_args,
+                    "args_valid": row.args_valid, "origin": row.origin, "content_hash": row.content_hash,
+                })
+                result.segments += 1
+            result.rollouts += 1
+            advance(1, status=f"{result.segments} segments")
+            if len(batch.rollouts) >= FLUSH_ROLLOUTS:
+                batch.flush(store)
+        if result.rollouts == 0:
+            first = bad[0] if bad else RecordError(str(path), 1, "file", "no rollouts")
+            raise RecordError(first.path, first.line, first.field,
+                              first.problem + (f" ({len(bad)} bad records, none usable)" if bad else ""))
+        batch.flush(store)
+        _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
+    result.skipped = len(bad)
+    if bad:
+        result.quarantine = _write_quarantine(quarantine_path(store, path, checkpoint), source, bad)
+    return result
+
+
+def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: str) -> dict[str, Any]:
+    return {
+        "rollout_key": rollout_key, "checkpoint": checkpoint, "rollout_id": rollout.rollout_id,
+        "task_id": rollout.task_id, "environment_id": rollout.environment_id, "trial": rollout.trial,
+        "reward": rollout.reward, "source_hash": digest, "source_line": rollout.line,
+        "n_messages": len(rollout.messages),
+        "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str) if rollout.metadata else None,
+    }
+
+
+def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, n: int, skipped: int) -> None:
+    now = datetime.now(UTC)
+    store.execute(
+        "INSERT INTO checkpoints SELECT ?, (SELECT count(*) FROM checkpoints), ? "
+        "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint = ?)",
+        [checkpoint, now, checkpoint],
+    )
+    store.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
+                  [digest, checkpoint, str(path), fmt, n, skipped, now])
+
+
+def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
+    """One JSON line per bad record: where, what is wrong, and the record's first line of text."""
+    wanted = {e.line for e in bad}
+    text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as out:
+        for error in bad:
+            out.write(json.dumps({"file": error.path, "line": error.line, "field": error.field,
+                                  "problem": error.problem, "text": text.get(error.line, "")[:10000]},
+                                 ensure_ascii=False) + "\n")
+    return target

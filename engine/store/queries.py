@@ -1,0 +1,788 @@
+"""Typed reads over the study store for the TUI, the MCP server and the report.
+
+Every function takes a DuckDB connection or cursor first, so it can run in a worker thread on a cursor of its
+own, and returns frozen dataclasses (no polars: the TUI imports this module on its start-up path). Functions
+added by other parts go at the end of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import duckdb
+
+Connection = duckdb.DuckDBPyConnection
+
+SEGMENT_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call")
+DELTA_SORTS: tuple[str, ...] = ("abs_delta", "increase", "decrease", "q", "label")
+Z95 = 1.959963984540054
+
+
+def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def _json(value: Any) -> Any:
+    if value is None or not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+# -- study overview -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """One checkpoint's size and success rate (mean reward with a task-clustered 95% CI)."""
+
+    checkpoint: str
+    n_tasks: int
+    n_rollouts: int
+    segments_by_kind: dict[str, int]
+    mean_reward: float | None
+    reward_ci: tuple[float, float] | None
+    n_rewarded: int
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """The latest run of one pipeline stage."""
+
+    stage: str
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    checkpoints: list[CheckpointSummary]
+    before: str | None
+    after: str | None
+    n_tasks: int
+    n_features: int
+    n_hypotheses: int
+    stages: list[StageStatus]
+
+
+def clustered_mean_ci(groups: list[list[float]]) -> tuple[float, tuple[float, float] | None]:
+    """Mean of all values and a 95% CI whose standard error treats each group (task) as one cluster.
+
+    Rollouts of one task are not independent, so the usual binomial interval is too narrow; this is the
+    cluster-robust (CR1) standard error of a mean. No CI with fewer than two groups.
+    """
+    values = [v for g in groups for v in g]
+    n = len(values)
+    mean = sum(values) / n
+    n_groups = sum(1 for g in groups if g)
+    if n_groups < 2:
+        return mean, None
+    var = sum(sum(v - mean for v in g) ** 2 for g in groups) / n**2 * n_groups / (n_groups - 1)
+    half = Z95 * math.sqrt(var)
+    low, high = mean - half, mean + half
+    if all(0.0 <= v <= 1.0 for v in values):
+        low, high = max(0.0, low), min(1.0, high)
+    return mean, (low, high)
+
+
+def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
+    """The (before, after) pair of the latest finished analysis, else the first two checkpoints ingested."""
+    row = con.execute(
+        "SELECT json_extract_string(config, '$.before'), json_extract_string(config, '$.after') FROM runs "
+        "WHERE status = 'done' AND json_extract_string(config, '$.before') IS NOT NULL "
+        "ORDER BY finished_at DESC LIMIT 1"
+    ).fetchone()
+    if row and row[0] and row[1]:
+        return row[0], row[1]
+    names = [r[0] for r in con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
+    return (names[0] if names else None), (names[1] if len(names) > 1 else None)
+
+
+def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
+    """Every checkpoint with its counts and success rate, in ingest order."""
+    rewards: dict[str, dict[str, list[float]]] = {}
+    for checkpoint, task_id, reward in con.execute(
+        "SELECT checkpoint, task_id, reward FROM rollouts WHERE reward IS NOT NULL"
+    ).fetchall():
+        rewards.setdefault(checkpoint, {}).setdefault(task_id, []).append(float(reward))
+    kinds: dict[str, dict[str, int]] = {}
+    for checkpoint, kind, n in con.execute(
+        "SELECT r.checkpoint, s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall():
+        kinds.setdefault(checkpoint, {})[kind] = int(n)
+    out = []
+    for checkpoint, n_tasks, n_rollouts in con.execute(
+        "SELECT c.checkpoint, count(DISTINCT r.task_id), count(r.rollout_key) FROM checkpoints c "
+        "LEFT JOIN rollouts r USING (checkpoint) GROUP BY c.checkpoint, c.ordinal ORDER BY c.ordinal"
+    ).fetchall():
+        groups = list(rewards.get(checkpoint, {}).values())
+        mean, ci = clustered_mean_ci(groups) if groups else (None, None)
+        out.append(
+            CheckpointSummary(
+                checkpoint=checkpoint,
+                n_tasks=int(n_tasks),
+                n_rollouts=int(n_rollouts),
+                segments_by_kind=kinds.get(checkpoint, {}),
+                mean_reward=mean,
+                reward_ci=ci,
+                n_rewarded=sum(len(g) for g in groups),
+            )
+        )
+    return out
+
+
+def stage_statuses(con: Connection) -> list[StageStatus]:
+    """The latest run of each stage that has run, most recent first."""
+    rows = _rows(
+        con,
+        "SELECT stage, status, started_at, finished_at, metrics FROM runs "
+        "QUALIFY row_number() OVER (PARTITION BY stage ORDER BY started_at DESC) = 1 ORDER BY started_at",
+    )
+    return [
+        StageStatus(
+            stage=r["stage"],
+            status=r["status"],
+            started_at=r["started_at"],
+            finished_at=r["finished_at"],
+            metrics=_json(r["metrics"]) or {},
+        )
+        for r in rows
+    ]
+
+
+def study_summary(con: Connection) -> StudySummary:
+    before, after = compared_checkpoints(con)
+    return StudySummary(
+        checkpoints=checkpoint_summaries(con),
+        before=before,
+        after=after,
+        n_tasks=int(con.execute("SELECT count(DISTINCT task_id) FROM rollouts").fetchone()[0]),
+        n_features=int(con.execute("SELECT count(*) FROM features").fetchone()[0]),
+        n_hypotheses=int(con.execute("SELECT count(*) FROM hypotheses").fetchone()[0]),
+        stages=stage_statuses(con),
+    )
+
+
+# -- deltas -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeltaFilter:
+    """What the deltas table shows. `max_q = None` with `tested_only = False` shows untested rows too."""
+
+    kind: str | None = None
+    direction: Literal["increase", "decrease"] | None = None
+    source: Literal["sae", "structural"] | None = None
+    max_q: float | None = None
+    tested_only: bool = True
+    search: str = ""
+    sort: str = "abs_delta"
+
+
+@dataclass(frozen=True)
+class DeltaRow:
+    feature_id: int
+    name: str
+    label: str
+    source: str
+    kind: str
+    prevalence_before: float | None
+    prevalence_after: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    q_value: float | None
+    tested: bool
+
+
+@dataclass(frozen=True)
+class DeltaPage:
+    rows: list[DeltaRow]
+    offset: int
+    total: int
+
+
+_DELTA_COLUMNS = (
+    "d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
+    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested"
+)
+_DELTA_ORDER = {
+    "abs_delta": "abs(d.delta) DESC NULLS LAST",
+    "increase": "d.delta DESC NULLS LAST",
+    "decrease": "d.delta ASC NULLS LAST",
+    "q": "d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST",
+    "label": "f.label ASC",
+}
+
+
+def _delta_row(r: dict[str, Any]) -> DeltaRow:
+    return DeltaRow(**{**r, "tested": bool(r["tested"])})
+
+
+def _delta_where(flt: DeltaFilter) -> tuple[str, list[Any]]:
+    clauses, params = ["TRUE"], []
+    if flt.kind:
+        clauses.append("d.kind = ?")
+        params.append(flt.kind)
+    if flt.direction == "increase":
+        clauses.append("d.delta > 0")
+    elif flt.direction == "decrease":
+        clauses.append("d.delta < 0")
+    if flt.source:
+        clauses.append("f.source = ?")
+        params.append(flt.source)
+    if flt.max_q is not None:
+        clauses.append("d.q_value <= ?")
+        params.append(flt.max_q)
+    if flt.tested_only:
+        clauses.append("d.tested")
+    if flt.search:
+        clauses.append("(f.label ILIKE ? OR f.name ILIKE ?)")
+        pattern = f"%{flt.search}%"
+        params += [pattern, pattern]
+    return " AND ".join(clauses), params
+
+
+def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 200) -> DeltaPage:
+    """One page of the ranked deltas table and the number of rows the filter matches."""
+    if flt.sort not in _DELTA_ORDER:
+        raise ValueError(f"unknown sort {flt.sort!r}; one of {', '.join(_DELTA_ORDER)}")
+    where, params = _delta_where(flt)
+    base = f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE {where}"
+    total = int(con.execute(f"SELECT count(*) {base}", params).fetchone()[0])
+    rows = _rows(
+        con,
+        f"SELECT {_DELTA_COLUMNS} {base} ORDER BY {_DELTA_ORDER[flt.sort]}, d.feature_id, d.kind "
+        "LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return DeltaPage(rows=[_delta_row(r) for r in rows], offset=offset, total=total)
+
+
+# -- one feature --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FeatureDelta:
+    """A feature's statistics for one segment kind."""
+
+    row: DeltaRow
+    rollout_rate_before: float | None
+    rollout_rate_after: float | None
+    n_before: int | None
+    n_after: int | None
+    reward_assoc_before: float | None
+    reward_assoc_after: float | None
+    skip_reason: str | None
+
+
+@dataclass(frozen=True)
+class TaskDelta:
+    kind: str
+    task_id: str
+    prevalence_before: float | None
+    prevalence_after: float | None
+    n_before: int | None
+    n_after: int | None
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """Where a segment lives: enough to open its rollout at it."""
+
+    segment_id: int
+    rollout_key: int
+    checkpoint: str
+    rollout_id: str
+    task_id: str
+    message_index: int
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FeatureExample:
+    """A top-activating segment with per-token activations (char offsets into `segment.text`)."""
+
+    segment: SegmentRef
+    rank: int
+    activation: float
+    tokens: list[tuple[int, int, float]]
+
+
+@dataclass(frozen=True)
+class FeatureDetail:
+    feature_id: int
+    name: str
+    label: str
+    source: str
+    explanation: str | None
+    threshold: float
+    top_ngrams: list[str]
+    deltas: list[FeatureDelta]
+    task_deltas: list[TaskDelta]
+    examples: list[FeatureExample]
+    clusters: list[tuple[int, str]]
+
+
+_SEGMENT_REF = (
+    "s.segment_id, s.rollout_key, r.checkpoint, r.rollout_id, r.task_id, s.message_index, s.kind, s.text"
+)
+
+
+def _segment_ref(r: dict[str, Any]) -> SegmentRef:
+    return SegmentRef(**{k: r[k] for k in SegmentRef.__dataclass_fields__})
+
+
+def _ngrams(value: Any) -> list[str]:
+    parsed = _json(value)
+    if not isinstance(parsed, list):
+        return []
+    return [str(g[0] if isinstance(g, list | tuple) and g else g) for g in parsed]
+
+
+def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: int = 5) -> FeatureDetail | None:
+    """Everything the feature screen shows, or None when no such feature exists."""
+    rows = _rows(con, "SELECT * FROM features WHERE feature_id = ?", [feature_id])
+    if not rows:
+        return None
+    f = rows[0]
+    deltas = [
+        FeatureDelta(
+            row=_delta_row({k: r[k] for k in DeltaRow.__dataclass_fields__}),
+            rollout_rate_before=r["rollout_rate_before"],
+            rollout_rate_after=r["rollout_rate_after"],
+            n_before=r["n_before"],
+            n_after=r["n_after"],
+            reward_assoc_before=r["reward_assoc_before"],
+            reward_assoc_after=r["reward_assoc_after"],
+            skip_reason=r["skip_reason"],
+        )
+        for r in _rows(
+            con,
+            f"SELECT {_DELTA_COLUMNS}, d.rollout_rate_before, d.rollout_rate_after, d.n_before, d.n_after, "
+            "d.reward_assoc_before, d.reward_assoc_after, d.skip_reason "
+            "FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.feature_id = ? "
+            "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST",
+            [feature_id],
+        )
+    ]
+    task_deltas = [
+        TaskDelta(**r)
+        for r in _rows(
+            con,
+            "SELECT kind, task_id, prevalence_before, prevalence_after, n_before, n_after "
+            "FROM feature_task_deltas WHERE feature_id = ? ORDER BY kind, task_id",
+            [feature_id],
+        )
+    ]
+    examples = [
+        FeatureExample(
+            segment=_segment_ref(r),
+            rank=int(r["rank"]),
+            activation=float(r["activation"]),
+            tokens=[(int(a), int(b), float(v)) for a, b, v in (_json(r["tokens"]) or [])],
+        )
+        for r in _rows(
+            con,
+            f"SELECT {_SEGMENT_REF}, e.rank, e.activation, e.tokens FROM feature_examples e "
+            "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
+            "WHERE e.feature_id = ? AND e.rank < ? "
+            "ORDER BY (SELECT ordinal FROM checkpoints c WHERE c.checkpoint = e.checkpoint), e.rank",
+            [feature_id, examples_per_checkpoint],
+        )
+    ]
+    clusters = [
+        (int(cid), label)
+        for cid, label in con.execute(
+            "SELECT c.cluster_id, c.label FROM cluster_members m JOIN clusters c USING (cluster_id) "
+            "WHERE m.feature_id = ? ORDER BY c.cluster_id",
+            [feature_id],
+        ).fetchall()
+    ]
+    return FeatureDetail(
+        feature_id=int(f["feature_id"]),
+        name=f["name"],
+        label=f["label"],
+        source=f["source"],
+        explanation=f["explanation"],
+        threshold=float(f["threshold"]),
+        top_ngrams=_ngrams(f["top_ngrams"]),
+        deltas=deltas,
+        task_deltas=task_deltas,
+        examples=examples,
+        clusters=clusters,
+    )
+
+
+# -- clusters -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    cluster_id: int
+    label: str
+    kind: str
+    size: int
+    prevalence_before: float | None
+    prevalence_after: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    q_value: float | None
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    feature_id: int
+    label: str
+    source: str
+    membership: float | None
+    prevalence_before: float | None
+    prevalence_after: float | None
+    delta: float | None
+    q_value: float | None
+
+
+def clusters(con: Connection) -> list[ClusterRow]:
+    """All clusters, the strongest combined change first."""
+    return [
+        ClusterRow(**r)
+        for r in _rows(con, "SELECT * FROM clusters ORDER BY abs(delta) DESC NULLS LAST, cluster_id")
+    ]
+
+
+def cluster_members(con: Connection, cluster_id: int) -> list[ClusterMember]:
+    """A cluster's features with their deltas for the cluster's segment kind."""
+    return [
+        ClusterMember(**r)
+        for r in _rows(
+            con,
+            "SELECT m.feature_id, f.label, f.source, m.membership, d.prevalence_before, d.prevalence_after, "
+            "d.delta, d.q_value FROM cluster_members m JOIN clusters c USING (cluster_id) "
+            "JOIN features f ON f.feature_id = m.feature_id "
+            "LEFT JOIN feature_deltas d ON d.feature_id = m.feature_id AND d.kind = c.kind "
+            "WHERE m.cluster_id = ? ORDER BY abs(d.delta) DESC NULLS LAST, m.feature_id",
+            [cluster_id],
+        )
+    ]
+
+
+# -- hypotheses ---------------------------------------------------------------------------------------------
+
+HYPOTHESIS_STATUSES: tuple[str, ...] = ("proposed", "validated", "rejected", "inconclusive")
+DECISIONS: tuple[str, ...] = ("accepted", "rejected")
+
+
+@dataclass(frozen=True)
+class HypothesisRow:
+    hypothesis_id: int
+    statement: str
+    direction: str
+    labeler: str
+    spec: Any
+    status: str
+    origin: str
+    prevalence_before: float | None
+    prevalence_after: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    q_value: float | None
+    mde: float | None
+    n_labeled: int | None
+    reward_assoc: float | None
+    reason: str | None
+    decision: str | None
+    note: str | None
+    n_user_labels: int = 0
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+_HYPOTHESIS_ORDER = (
+    "CASE status WHEN 'validated' THEN 0 WHEN 'inconclusive' THEN 1 WHEN 'proposed' THEN 2 ELSE 3 END, "
+    "q_value ASC NULLS LAST, hypothesis_id"
+)
+
+
+def _hypothesis_rows(con: Connection, where: str, params: list[Any], limit: int | None = None) -> list[HypothesisRow]:
+    names = [f for f in HypothesisRow.__dataclass_fields__ if f != "n_user_labels"]
+    sql = (
+        f"SELECT {', '.join('h.' + n for n in names)}, "
+        "(SELECT count(*) FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id) AS n_user_labels "
+        f"FROM hypotheses h WHERE {where} ORDER BY {_HYPOTHESIS_ORDER}"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    out = []
+    for r in _rows(con, sql, params):
+        r["spec"] = _json(r["spec"])
+        r["provenance"] = _json(r["provenance"]) or {}
+        out.append(HypothesisRow(**r))
+    return out
+
+
+def hypotheses(con: Connection, status: str | None = None, decision: str | None = None) -> list[HypothesisRow]:
+    """The triage queue: validated first, then by q. `decision='undecided'` selects those without one."""
+    clauses, params = ["TRUE"], []
+    if status:
+        clauses.append("status = ?")
+        params.append(status)
+    if decision == "undecided":
+        clauses.append("decision IS NULL")
+    elif decision:
+        clauses.append("decision = ?")
+        params.append(decision)
+    return _hypothesis_rows(con, " AND ".join(clauses), params)
+
+
+def hypothesis(con: Connection, hypothesis_id: int) -> HypothesisRow | None:
+    rows = _hypothesis_rows(con, "hypothesis_id = ?", [hypothesis_id])
+    return rows[0] if rows else None
+
+
+def top_findings(con: Connection, limit: int = 10) -> list[HypothesisRow]:
+    """Validated hypotheses not rejected by the user, most significant first."""
+    return _hypothesis_rows(
+        con, "status = 'validated' AND coalesce(decision, '') <> 'rejected'", [], limit=limit
+    )
+
+
+@dataclass(frozen=True)
+class HypothesisExample:
+    segment: SegmentRef
+    evidence: str | None
+
+
+def hypothesis_examples(con: Connection, hypothesis_id: int, per_checkpoint: int = 3) -> list[HypothesisExample]:
+    """Held-out segments the labeler marked positive, a few from each checkpoint."""
+    return [
+        HypothesisExample(segment=_segment_ref(r), evidence=r["evidence"])
+        for r in _rows(
+            con,
+            f"SELECT {_SEGMENT_REF}, l.evidence, c.ordinal FROM hypothesis_labels l "
+            "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
+            "JOIN checkpoints c ON c.checkpoint = r.checkpoint "
+            "WHERE l.hypothesis_id = ? AND l.label "
+            "QUALIFY row_number() OVER (PARTITION BY r.checkpoint ORDER BY s.segment_id) <= ? "
+            "ORDER BY c.ordinal, s.segment_id",
+            [hypothesis_id, per_checkpoint],
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class LabelCandidate:
+    """A segment to label by hand, shown blind: no checkpoint, no labeler verdict."""
+
+    segment_id: int
+    kind: str
+    text: str
+
+
+def label_candidates(con: Connection, hypothesis_id: int, limit: int = 20) -> list[LabelCandidate]:
+    """Segments the labeler judged for this hypothesis that the user has not labelled, mixed across
+    checkpoints and verdicts in a fixed pseudo-random order."""
+    return [
+        LabelCandidate(**r)
+        for r in _rows(
+            con,
+            "SELECT s.segment_id, s.kind, s.text FROM hypothesis_labels l JOIN segments s USING (segment_id) "
+            "WHERE l.hypothesis_id = ? AND NOT EXISTS (SELECT 1 FROM user_labels u "
+            "WHERE u.hypothesis_id = l.hypothesis_id AND u.segment_id = l.segment_id) "
+            "ORDER BY hash(s.segment_id, l.hypothesis_id) LIMIT ?",
+            [hypothesis_id, limit],
+        )
+    ]
+
+
+# -- rollouts -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolloutRow:
+    rollout_key: int
+    checkpoint: str
+    rollout_id: str
+    task_id: str
+    trial: int | None
+    reward: float | None
+    split: str | None
+    n_messages: int
+    n_segments: int
+
+
+@dataclass(frozen=True)
+class RolloutPage:
+    rows: list[RolloutRow]
+    offset: int
+    total: int
+
+
+_ROLLOUT_COLUMNS = (
+    "r.rollout_key, r.checkpoint, r.rollout_id, r.task_id, r.trial, r.reward, r.split, r.n_messages, "
+    "(SELECT count(*) FROM segments s WHERE s.rollout_key = r.rollout_key) AS n_segments"
+)
+
+
+def rollout_page(
+    con: Connection, checkpoint: str | None = None, search: str = "", offset: int = 0, limit: int = 200
+) -> RolloutPage:
+    """Rollouts by task, then checkpoint, then trial; `search` matches task or rollout id."""
+    clauses, params = ["TRUE"], []
+    if checkpoint:
+        clauses.append("r.checkpoint = ?")
+        params.append(checkpoint)
+    if search:
+        clauses.append("(r.task_id ILIKE ? OR r.rollout_id ILIKE ?)")
+        params += [f"%{search}%", f"%{search}%"]
+    where = " AND ".join(clauses)
+    total = int(con.execute(f"SELECT count(*) FROM rollouts r WHERE {where}", params).fetchone()[0])
+    rows = _rows(
+        con,
+        f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r JOIN checkpoints c USING (checkpoint) WHERE {where} "
+        "ORDER BY r.task_id, c.ordinal, r.trial NULLS LAST, r.rollout_id LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return RolloutPage(rows=[RolloutRow(**r) for r in rows], offset=offset, total=total)
+
+
+def counterpart_rollouts(con: Connection, rollout_key: int) -> list[RolloutRow]:
+    """The same task's rollouts in the other checkpoints, same trial first."""
+    return [
+        RolloutRow(**r)
+        for r in _rows(
+            con,
+            f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r JOIN rollouts me ON me.rollout_key = ? "
+            "JOIN checkpoints c ON c.checkpoint = r.checkpoint "
+            "WHERE r.task_id = me.task_id AND r.checkpoint <> me.checkpoint "
+            "ORDER BY c.ordinal, (r.trial IS NOT DISTINCT FROM me.trial) DESC, r.trial NULLS LAST, r.rollout_id",
+            [rollout_key],
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    message_index: int
+    role: str
+    content: str | None
+    reasoning: str | None
+    tool_calls: list[dict[str, Any]]
+    tool_call_id: str | None
+    name: str | None
+    is_error: bool | None
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    segment_id: int
+    message_index: int
+    part_index: int
+    kind: str
+    tool_name: str | None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    rollout: RolloutRow
+    messages: list[MessageRow]
+    segments: list[SegmentRow]
+
+
+def transcript(con: Connection, rollout_key: int) -> Transcript | None:
+    """A whole rollout: its messages (context included) and the segments that point into them."""
+    rollout = _rows(con, f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r WHERE r.rollout_key = ?", [rollout_key])
+    if not rollout:
+        return None
+    messages = []
+    for r in _rows(
+        con,
+        "SELECT message_index, role, content, reasoning, tool_calls, tool_call_id, name, is_error "
+        "FROM messages WHERE rollout_key = ? ORDER BY message_index",
+        [rollout_key],
+    ):
+        calls = _json(r["tool_calls"])
+        messages.append(MessageRow(**{**r, "tool_calls": calls if isinstance(calls, list) else []}))
+    segments = [
+        SegmentRow(**r)
+        for r in _rows(
+            con,
+            "SELECT segment_id, message_index, part_index, kind, tool_name FROM segments "
+            "WHERE rollout_key = ? ORDER BY message_index, part_index, segment_id",
+            [rollout_key],
+        )
+    ]
+    return Transcript(rollout=RolloutRow(**rollout[0]), messages=messages, segments=segments)
+
+
+def segment_location(con: Connection, segment_id: int) -> SegmentRef | None:
+    rows = _rows(
+        con,
+        f"SELECT {_SEGMENT_REF} FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id = ?",
+        [segment_id],
+    )
+    return _segment_ref(rows[0]) if rows else None
+
+
+# -- jump-to search (command palette) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    category: Literal["feature", "cluster", "hypothesis", "rollout"]
+    id: int
+    title: str
+    detail: str
+
+
+def search(con: Connection, text: str, limit: int = 8) -> list[SearchHit]:
+    """Features, clusters, hypotheses and rollouts whose name contains `text` (case-insensitive)."""
+    pattern = f"%{text}%"
+    hits = [
+        SearchHit("feature", int(i), label, f"{name} · {source}")
+        for i, label, name, source in con.execute(
+            "SELECT feature_id, label, name, source FROM features WHERE label ILIKE ? OR name ILIKE ? "
+            "ORDER BY length(label), feature_id LIMIT ?",
+            [pattern, pattern, limit],
+        ).fetchall()
+    ]
+    hits += [
+        SearchHit("cluster", int(i), label, f"cluster {i} · {kind} · {size} features")
+        for i, label, kind, size in con.execute(
+            "SELECT cluster_id, label, kind, size FROM clusters WHERE label ILIKE ? OR cluster_id::VARCHAR = ? "
+            "ORDER BY cluster_id LIMIT ?",
+            [pattern, text, limit],
+        ).fetchall()
+    ]
+    hits += [
+        SearchHit("hypothesis", int(i), statement, f"hypothesis {i} · {status}")
+        for i, statement, status in con.execute(
+            "SELECT hypothesis_id, statement, status FROM hypotheses "
+            "WHERE statement ILIKE ? OR hypothesis_id::VARCHAR = ? ORDER BY hypothesis_id LIMIT ?",
+            [pattern, text, limit],
+        ).fetchall()
+    ]
+    hits += [
+        SearchHit("rollout", int(k), rid, f"{checkpoint} · task {task}")
+        for k, rid, checkpoint, task in con.execute(
+            "SELECT rollout_key, rollout_id, checkpoint, task_id FROM rollouts "
+            "WHERE rollout_id ILIKE ? OR task_id ILIKE ? ORDER BY task_id, rollout_key LIMIT ?",
+            [pattern, pattern, limit],
+        ).fetchall()
+    ]
+    return hits
