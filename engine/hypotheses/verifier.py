@@ -1,0 +1,228 @@
+"""Verifiers: declarative JSON specs that label one segment. Never code: only the operators below.
+
+    {"kind": "text"} | {"kind": ["text", "reasoning"]}     the segment's kind
+    {"regex": PATTERN, "ignore_case": bool}                 found anywhere in the segment's text
+    {"tool_name": NAME} | {"tool_name_regex": PATTERN}      a tool call to this tool
+    {"arg_key": KEY}                                        a tool call whose arguments have this key
+    {"arg_value": {"key": KEY, "equals": VALUE}}            ... whose argument equals VALUE
+    {"arg_value": {"key": KEY, "regex": PATTERN}}           ... whose argument, as text, matches
+    {"all": [NODE, ...]} | {"any": [NODE, ...]} | {"not": NODE}
+
+Regexes run under the `regex` module with a time limit, so an LLM-written pattern cannot hang the labeler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from engine.errors import InputError
+
+log = logging.getLogger(__name__)
+
+KINDS = ("reasoning", "text", "tool_call")
+MAX_PATTERN = 1000
+MAX_DEPTH = 12
+REGEX_TIMEOUT_S = 0.2
+LEAVES = ("kind", "regex", "tool_name", "tool_name_regex", "arg_key", "arg_value")
+BRANCHES = ("all", "any", "not")
+
+
+class SpecError(InputError):
+    """A verifier spec that is not valid JSON of the verifier language."""
+
+
+@dataclass(frozen=True)
+class SegmentView:
+    """What a labeler sees of a segment: never its checkpoint, task or rollout."""
+
+    segment_id: int
+    kind: str
+    text: str
+    tool_name: str | None = None
+    tool_args: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: bool
+    evidence: str | None = None
+
+
+def _compile(pattern: Any, ignore_case: bool, path: str) -> regex.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise SpecError(f"{path}: a regex must be a non-empty string")
+    if len(pattern) > MAX_PATTERN:
+        raise SpecError(f"{path}: regex longer than {MAX_PATTERN} characters")
+    try:
+        return regex.compile(pattern, regex.IGNORECASE if ignore_case else 0)
+    except regex.error as exc:
+        raise SpecError(f"{path}: bad regex {pattern!r}: {exc}") from exc
+
+
+class Verifier:
+    """A parsed, checked spec. `Verifier(spec)` raises `SpecError` with the path of the first problem."""
+
+    def __init__(self, spec: dict[str, Any] | str) -> None:
+        if isinstance(spec, str):
+            try:
+                spec = json.loads(spec)
+            except json.JSONDecodeError as exc:
+                raise SpecError(f"verifier spec is not JSON: {exc}") from exc
+        self.spec: dict[str, Any] = spec  # type: ignore[assignment]
+        self._patterns: dict[int, regex.Pattern[str]] = {}
+        self._check(self.spec, "$", 0)
+
+    def _check(self, node: Any, path: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise SpecError(f"{path}: nested deeper than {MAX_DEPTH}")
+        if not isinstance(node, dict):
+            raise SpecError(f"{path}: each node must be a JSON object")
+        ops = [k for k in node if k in LEAVES + BRANCHES]
+        extra = (
+            set(node)
+            - set(ops)
+            - ({"ignore_case"} if "regex" in node or "tool_name_regex" in node else set())
+        )
+        if len(ops) != 1 or extra:
+            raise SpecError(
+                f"{path}: a node has exactly one operator of {', '.join(LEAVES + BRANCHES)}; "
+                f"got {sorted(node)}"
+            )
+        op, arg = ops[0], node[ops[0]]
+        if op in ("all", "any"):
+            if not isinstance(arg, list) or not arg:
+                raise SpecError(f"{path}.{op}: must be a non-empty list of nodes")
+            for i, child in enumerate(arg):
+                self._check(child, f"{path}.{op}[{i}]", depth + 1)
+        elif op == "not":
+            self._check(arg, f"{path}.not", depth + 1)
+        elif op == "kind":
+            kinds = [arg] if isinstance(arg, str) else arg
+            if not isinstance(kinds, list) or not kinds or any(k not in KINDS for k in kinds):
+                raise SpecError(f"{path}.kind: must be one or more of {', '.join(KINDS)}")
+        elif op in ("regex", "tool_name_regex"):
+            self._patterns[id(node)] = _compile(arg, bool(node.get("ignore_case", False)), f"{path}.{op}")
+        elif op in ("tool_name", "arg_key"):
+            if not isinstance(arg, str) or not arg:
+                raise SpecError(f"{path}.{op}: must be a non-empty string")
+        elif op == "arg_value":
+            if not isinstance(arg, dict) or not isinstance(arg.get("key"), str):
+                raise SpecError(f"{path}.arg_value: needs a string 'key'")
+            tests = set(arg) - {"key"}
+            if tests not in ({"equals"}, {"regex"}):
+                raise SpecError(f"{path}.arg_value: needs exactly one of 'equals' or 'regex'")
+            if "regex" in arg:
+                self._patterns[id(arg)] = _compile(arg["regex"], True, f"{path}.arg_value.regex")
+
+    # -- evaluation --------------------------------------------------------------------------------------
+
+    def __call__(self, segment: SegmentView) -> Verdict:
+        """Label one segment; the evidence is the span (or tool name) that made a positive label."""
+        hit, evidence = self._eval(self.spec, segment, {})
+        return Verdict(hit, evidence if hit else None)
+
+    def label_all(self, segments: list[SegmentView]) -> list[Verdict]:
+        return [self(s) for s in segments]
+
+    def _eval(
+        self, node: dict[str, Any], seg: SegmentView, args_cache: dict[str, Any]
+    ) -> tuple[bool, str | None]:
+        op = next(k for k in node if k != "ignore_case")
+        arg = node[op]
+        if op == "all":
+            evidence = None
+            for child in arg:
+                hit, ev = self._eval(child, seg, args_cache)
+                if not hit:
+                    return False, None
+                evidence = evidence or ev
+            return True, evidence
+        if op == "any":
+            for child in arg:
+                hit, ev = self._eval(child, seg, args_cache)
+                if hit:
+                    return True, ev
+            return False, None
+        if op == "not":
+            return not self._eval(arg, seg, args_cache)[0], None
+        if op == "kind":
+            return seg.kind in ([arg] if isinstance(arg, str) else arg), None
+        if op == "regex":
+            match = _search(self._patterns[id(node)], seg.text)
+            return (True, match.group(0)) if match else (False, None)
+        if seg.kind != "tool_call" or seg.tool_name is None:
+            return False, None
+        if op == "tool_name":
+            return seg.tool_name == arg, seg.tool_name
+        if op == "tool_name_regex":
+            return _search(self._patterns[id(node)], seg.tool_name) is not None, seg.tool_name
+        args = _arguments(seg, args_cache)
+        if op == "arg_key":
+            return arg in args, arg
+        value = args.get(arg["key"], _MISSING)
+        if value is _MISSING:
+            return False, None
+        if "equals" in arg:
+            return value == arg["equals"], f"{arg['key']}={json.dumps(value)}"
+        text = value if isinstance(value, str) else json.dumps(value)
+        match = _search(self._patterns[id(arg)], text)
+        return (True, f"{arg['key']}={match.group(0)}") if match else (False, None)
+
+
+_MISSING = object()
+
+
+def _arguments(seg: SegmentView, cache: dict[str, Any]) -> dict[str, Any]:
+    if "args" not in cache:
+        try:
+            parsed = json.loads(seg.tool_args or "{}")
+        except json.JSONDecodeError:
+            parsed = {}
+        cache["args"] = parsed if isinstance(parsed, dict) else {}
+    return cache["args"]
+
+
+def _search(pattern: regex.Pattern[str], text: str) -> regex.Match[str] | None:
+    try:
+        return pattern.search(text, timeout=REGEX_TIMEOUT_S)
+    except TimeoutError:
+        log.warning("verifier regex %r timed out on a segment; labelled no", pattern.pattern)
+        return None
+
+
+def spec_kinds(spec: dict[str, Any]) -> list[str]:
+    """The segment kinds a spec can label positive (from a top-level kind filter), all kinds otherwise."""
+    node = spec
+    children = node.get("all", [node]) if isinstance(node, dict) else []
+    for child in children:
+        if isinstance(child, dict) and "kind" in child:
+            kind = child["kind"]
+            return [kind] if isinstance(kind, str) else list(kind)
+        if isinstance(child, dict) and (
+            {"tool_name", "tool_name_regex", "arg_key", "arg_value"} & set(child)
+        ):
+            return ["tool_call"]
+    return list(KINDS)
+
+
+def describe(spec: dict[str, Any]) -> str:
+    """A one-line readable rendering of a spec, for tables and reports."""
+    op = next((k for k in spec if k != "ignore_case"), "?")
+    arg = spec.get(op)
+    if op in ("all", "any"):
+        return "(" + (" AND " if op == "all" else " OR ").join(describe(c) for c in arg) + ")"
+    if op == "not":
+        return f"NOT {describe(arg)}"
+    if op == "kind":
+        return "kind in " + "/".join([arg] if isinstance(arg, str) else arg)
+    if op == "regex":
+        return f"text ~ /{arg}/" + ("i" if spec.get("ignore_case") else "")
+    if op == "arg_value":
+        test = f"= {json.dumps(arg['equals'])}" if "equals" in arg else f"~ /{arg['regex']}/"
+        return f"arg {arg['key']} {test}"
+    return f"{op.replace('_', ' ')} {arg}"
