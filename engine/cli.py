@@ -39,10 +39,15 @@ def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_ba
     for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
         result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=RichBar(err))
         if result.already_ingested:
-            err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
+            err.print(
+                f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do"
+            )
             continue
-        err.print(f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} "
-                  f"into {checkpoint!r}", markup=False)
+        err.print(
+            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} "
+            f"into {checkpoint!r}",
+            markup=False,
+        )
         if result.warnings:
             err.print(f"{len(result.warnings)} warnings, e.g. {result.warnings[0]}", markup=False)
         if result.skipped:
@@ -70,9 +75,19 @@ def _analyze_config(args: argparse.Namespace):  # noqa: ANN202
     llm = AnalyzeConfig.default_llm() if args.llm is None else (None if args.llm == "none" else args.llm)
     if not 0 < args.holdout < 1:
         raise InputError(f"--holdout: expected a fraction between 0 and 1, got {args.holdout}")
-    return AnalyzeConfig(before=args.before, after=args.after, reader=args.reader, layer=args.layer,
-                         sae=args.sae, llm=llm, holdout=args.holdout, seed=args.seed, device=args.device,
-                         max_cost=args.max_cost, permutations=args.permutations)
+    return AnalyzeConfig(
+        before=args.before,
+        after=args.after,
+        reader=args.reader,
+        layer=args.layer,
+        sae=args.sae,
+        llm=llm,
+        holdout=args.holdout,
+        seed=args.seed,
+        device=args.device,
+        max_cost=args.max_cost,
+        permutations=args.permutations,
+    )
 
 
 def run_analysis(store, args: argparse.Namespace) -> None:  # noqa: ANN001
@@ -113,7 +128,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for stale in (store_path, store_path.with_name(store_path.name + ".wal")):
         stale.unlink(missing_ok=True)
     args.before_file, args.after_file = (str(SAMPLE_DATA / p) for p in DEMO_PAIR)
-    args.before, args.after, args.store, args.format, args.skip_bad = "standard", "tighter", str(store_path), "auto", False
+    args.before, args.after, args.store, args.format, args.skip_bad = (
+        "standard",
+        "tighter",
+        str(store_path),
+        "auto",
+        False,
+    )
     cmd_compare(args)
     if args.no_tui:
         return 0
@@ -142,14 +163,23 @@ def _analyze_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("analysis")
     group.add_argument("--before", help="checkpoint compared from (default: the first ingested)")
     group.add_argument("--after", help="checkpoint compared to (default: the second ingested)")
-    group.add_argument("--reader", default=DEFAULT_READER,
-                       help="transformers model id or local folder (default: embedded all-MiniLM-L6-v2)")
+    group.add_argument(
+        "--reader",
+        default=DEFAULT_READER,
+        help="transformers model id or local folder (default: embedded all-MiniLM-L6-v2)",
+    )
     group.add_argument("--layer", type=int, help="hidden layer the SAE reads (default: per reader)")
-    group.add_argument("--sae", default="train",
-                       help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID")
-    group.add_argument("--llm", help="Claude model id, or 'none' for the offline path "
-                       "(default: a Claude model when ANTHROPIC_API_KEY is set, else none)")
-    group.add_argument("--holdout", type=float, default=0.5, help="share held out for validation (default 0.5)")
+    group.add_argument(
+        "--sae", default="train", help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID"
+    )
+    group.add_argument(
+        "--llm",
+        help="Claude model id, or 'none' for the offline path "
+        "(default: a Claude model when ANTHROPIC_API_KEY is set, else none)",
+    )
+    group.add_argument(
+        "--holdout", type=float, default=0.5, help="share held out for validation (default 0.5)"
+    )
     group.add_argument("--seed", type=int, default=0)
     group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     group.add_argument("--max-cost", type=float, default=5.0, help="USD cap on LLM spending (default 5)")
@@ -159,12 +189,17 @@ def _analyze_options(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from engine.ingest import FORMATS
 
-    parser = argparse.ArgumentParser(prog="rldiff", description="What did this training step change in "
-                                     "the model's behaviour? Differential analysis of agent rollouts.")
+    parser = argparse.ArgumentParser(
+        prog="rldiff",
+        description="What did this training step change in "
+        "the model's behaviour? Differential analysis of agent rollouts.",
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def command(
+        name: str, handler: Callable[[argparse.Namespace], int], help: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         return p
@@ -209,14 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except RldiffError as exc:
-        err.print(f"rldiff: {exc}", markup=False)
+        sys.stderr.write(f"rldiff: {exc}\n")  # unwrapped: FILE:LINE: field: problem stays on one line
         return exc.exit_code
     except KeyboardInterrupt:
-        err.print("rldiff: interrupted")
+        sys.stderr.write("rldiff: interrupted\n")
         return 130
-    except Exception as exc:  # an internal error: say so, with the trace under -v
+    except Exception as exc:  # an internal error: say so, with the trace under -vv
         log.debug("internal error", exc_info=True)
-        err.print(f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)", markup=False)
+        sys.stderr.write(
+            f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)\n"
+        )
         return 1
 
 

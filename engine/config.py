@@ -14,16 +14,16 @@ DEFAULT_LLM_MODEL = "claude-sonnet-4-5"
 class AnalyzeConfig:
     """What `rldiff analyze` was asked to do. Stages read only the fields they need."""
 
-    before: str | None = None          # checkpoint names; None = first and second ingested
+    before: str | None = None  # checkpoint names; None = first and second ingested
     after: str | None = None
-    reader: str = DEFAULT_READER       # transformers id, local folder, or the embedded default
-    layer: int | None = None           # None = the reader's default layer
-    sae: str = "train"                 # 'train' | local folder | RELEASE/SAE_ID
-    llm: str | None = None             # model id, or None for the offline path
-    holdout: float = 0.5               # share of tasks (or rollouts within task) held out for validation
+    reader: str = DEFAULT_READER  # transformers id, local folder, or the embedded default
+    layer: int | None = None  # None = the reader's default layer
+    sae: str = "train"  # 'train' | local folder | RELEASE/SAE_ID
+    llm: str | None = None  # model id, or None for the offline path
+    holdout: float = 0.5  # share of tasks (or rollouts within task) held out for validation
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    max_cost: float = 5.0              # USD cap on LLM spending for one analysis
+    max_cost: float = 5.0  # USD cap on LLM spending for one analysis
     permutations: int = 2000
     fdr: float = 0.05
 

@@ -22,11 +22,16 @@ def summary_table(summary: StudySummary) -> Table:
     table.add_column("rollouts", justify="right")
     for kind in SEGMENT_KINDS:
         table.add_column(kind, justify="right")
-    table.add_column("reward (95% CI)", justify="right")
+    table.add_column("reward (95% CI)", justify="right", no_wrap=True)
     for c in summary.checkpoints:
         reward = "–" if c.reward is None else f"{c.reward.mean:.2f} ({c.reward.low:.2f}–{c.reward.high:.2f})"
-        table.add_row(Text(c.checkpoint), str(c.tasks), str(c.rollouts),
-                      *(str(c.segments[k]) for k in SEGMENT_KINDS), reward)
+        table.add_row(
+            Text(c.checkpoint),
+            str(c.tasks),
+            str(c.rollouts),
+            *(str(c.segments[k]) for k in SEGMENT_KINDS),
+            reward,
+        )
     table.caption = (
         f"{summary.shared_tasks} tasks shared by all checkpoints. Reward CIs treat the rollouts of a task as "
         "correlated."

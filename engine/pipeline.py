@@ -1,4 +1,4 @@
-"""The analysis, in one readable sequence. Each stage is `run(store, config, rng, progress) -> rows written`."""
+"""The analysis, stage by stage. Each stage is `run(store, config, rng, progress) -> rows written`."""
 
 from __future__ import annotations
 

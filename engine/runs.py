@@ -62,8 +62,15 @@ def record_run(
     store.execute(
         "INSERT INTO runs (run_id, stage, config, input_hash, versions, seed, status, started_at) "
         "VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-        [run.run_id, stage, json.dumps(stored_config, default=str), input_hash,
-         json.dumps(library_versions()), seed, datetime.now(UTC)],
+        [
+            run.run_id,
+            stage,
+            json.dumps(stored_config, default=str),
+            input_hash,
+            json.dumps(library_versions()),
+            seed,
+            datetime.now(UTC),
+        ],
     )
     status = "failed"
     try:

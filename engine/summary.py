@@ -26,15 +26,15 @@ class CheckpointSummary:
     checkpoint: str
     tasks: int
     rollouts: int
-    segments: dict[str, int]          # by kind
-    reward: MeanCI | None             # None when no rollout has a reward
+    segments: dict[str, int]  # by kind
+    reward: MeanCI | None  # None when no rollout has a reward
 
 
 @dataclass(frozen=True)
 class StudySummary:
     path: str
     checkpoints: list[CheckpointSummary]
-    shared_tasks: int                 # tasks with rollouts in every checkpoint
+    shared_tasks: int  # tasks with rollouts in every checkpoint
 
 
 def clustered_mean_ci(values: np.ndarray, clusters: np.ndarray, confidence: float = 0.95) -> MeanCI:

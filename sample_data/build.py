@@ -48,8 +48,14 @@ def main(shared: Path) -> None:
     print("tau2 tighter", write(HERE / "tau2-grok3/tighter.jsonl.gz", tighter))
 
     gpt4o = rollouts(shared / "tau-bench/gpt-4o-airline.json", "tau-bench")
-    print("tau-bench trials 0-1", write(HERE / "tau-bench-gpt4o/trials01.jsonl.gz", (r for r in gpt4o if r.trial in (0, 1))))
-    print("tau-bench trials 2-3", write(HERE / "tau-bench-gpt4o/trials23.jsonl.gz", (r for r in gpt4o if r.trial in (2, 3))))
+    print(
+        "tau-bench trials 0-1",
+        write(HERE / "tau-bench-gpt4o/trials01.jsonl.gz", (r for r in gpt4o if r.trial in (0, 1))),
+    )
+    print(
+        "tau-bench trials 2-3",
+        write(HERE / "tau-bench-gpt4o/trials23.jsonl.gz", (r for r in gpt4o if r.trial in (2, 3))),
+    )
 
 
 if __name__ == "__main__":

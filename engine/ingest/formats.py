@@ -68,8 +68,9 @@ class Source:
         try:
             return data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise RecordError(str(self.path), data[: exc.start].count(b"\n") + 1, "encoding",
-                              "not valid UTF-8") from exc
+            raise RecordError(
+                str(self.path), data[: exc.start].count(b"\n") + 1, "encoding", "not valid UTF-8"
+            ) from exc
 
 
 def detect(source: Source) -> str:
@@ -100,7 +101,9 @@ def detect(source: Source) -> str:
             except JsonTextError:
                 pass
     raise RecordError(
-        str(source.path), 1, "format",
+        str(source.path),
+        1,
+        "format",
         "cannot detect the format (expected canonical JSONL with 'messages', a tau-bench trajectory list, "
         "or a tau2 simulation file); name it with --format",
     )
@@ -124,16 +127,16 @@ def parse(source: Source, fmt: str) -> Iterator[Item]:
 
 
 def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
-    """Canonical JSONL; with `dialect`, messages must use that vendor's shapes (the envelope stays canonical)."""
+    """Canonical JSONL; with `dialect`, messages must use one vendor's shapes."""
     path = str(source.path)
     for number, line in source.lines():
         if not line.strip():
             continue
         reader = RecordReader(path, number)
         try:
-            record = json.loads(line)
+            record = json.loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
-            yield reader.fail("json", f"{exc.msg} (column {exc.colno})")
+            yield reader.fail("json", f"{exc.msg} (column {exc.pos + 1})")
             continue
         if dialect and isinstance(record, dict):
             found = _message_dialect(record.get("messages"))
@@ -144,7 +147,7 @@ def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
 
 
 def _tau_bench(source: Source) -> Iterator[Item]:
-    """sierra-research/tau-bench historical trajectories: a JSON list of {task_id, trial, reward, info, traj}."""
+    """tau-bench historical trajectories: a JSON list of {task_id, trial, reward, info, traj}."""
     path = str(source.path)
     try:
         for line, record in JsonText(source.text()).array_items():
@@ -156,10 +159,13 @@ def _tau_bench(source: Source) -> Iterator[Item]:
                 task, trial = rec.get("task_id"), rec.get("trial")
                 info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
                 return r.rollout(
-                    rec, rec.get("traj"),
+                    rec,
+                    rec.get("traj"),
                     rollout_id=f"t{task}-r{trial}" if task is not None else None,
-                    metadata={"source_format": "tau-bench", **({"user_cost": info["user_cost"]}
-                                                                if "user_cost" in info else {})},
+                    metadata={
+                        "source_format": "tau-bench",
+                        **({"user_cost": info["user_cost"]} if "user_cost" in info else {}),
+                    },
                 )
 
             yield _guard(reader, convert)
@@ -185,7 +191,8 @@ def _tau2(source: Source) -> Iterator[Item]:
                 reward_info = s.get("reward_info") if isinstance(s.get("reward_info"), dict) else {}
                 meta = {k: s[k] for k in ("termination_reason", "duration", "agent_cost", "seed") if k in s}
                 return r.rollout(
-                    s, s.get("messages"),
+                    s,
+                    s.get("messages"),
                     rollout_id=s.get("id"),
                     reward=reward_info.get("reward"),
                     metadata={"source_format": "tau2", **meta},

@@ -54,19 +54,41 @@ class _Batch:
 
 
 _ROLLOUT_SCHEMA = {
-    "rollout_key": pl.Int64, "checkpoint": pl.String, "rollout_id": pl.String, "task_id": pl.String,
-    "environment_id": pl.String, "trial": pl.Int32, "reward": pl.Float64, "source_hash": pl.String,
-    "source_line": pl.Int32, "n_messages": pl.Int32, "metadata": pl.String,
+    "rollout_key": pl.Int64,
+    "checkpoint": pl.String,
+    "rollout_id": pl.String,
+    "task_id": pl.String,
+    "environment_id": pl.String,
+    "trial": pl.Int32,
+    "reward": pl.Float64,
+    "source_hash": pl.String,
+    "source_line": pl.Int32,
+    "n_messages": pl.Int32,
+    "metadata": pl.String,
 }
 _MESSAGE_SCHEMA = {
-    "rollout_key": pl.Int64, "message_index": pl.Int32, "role": pl.String, "content": pl.String,
-    "reasoning": pl.String, "tool_calls": pl.String, "tool_call_id": pl.String, "name": pl.String,
+    "rollout_key": pl.Int64,
+    "message_index": pl.Int32,
+    "role": pl.String,
+    "content": pl.String,
+    "reasoning": pl.String,
+    "tool_calls": pl.String,
+    "tool_call_id": pl.String,
+    "name": pl.String,
     "is_error": pl.Boolean,
 }
 _SEGMENT_SCHEMA = {
-    "segment_id": pl.Int64, "rollout_key": pl.Int64, "message_index": pl.Int32, "part_index": pl.Int32,
-    "kind": pl.String, "text": pl.String, "tool_name": pl.String, "tool_args": pl.String,
-    "args_valid": pl.Boolean, "origin": pl.String, "content_hash": pl.String,
+    "segment_id": pl.Int64,
+    "rollout_key": pl.Int64,
+    "message_index": pl.Int32,
+    "part_index": pl.Int32,
+    "kind": pl.String,
+    "text": pl.String,
+    "tool_name": pl.String,
+    "tool_args": pl.String,
+    "args_valid": pl.Boolean,
+    "origin": pl.String,
+    "content_hash": pl.String,
 }
 
 
@@ -98,7 +120,7 @@ def ingest_file(
 ) -> IngestResult:
     """Ingest the rollouts of one file into `checkpoint`.
 
-    Raises `RecordError` (FILE:LINE: field: problem) on the first bad record unless `skip_bad`, in which case bad
+    Raises `RecordError` (FILE:LINE: field: problem) at the first bad record unless `skip_bad`; then bad
     records go to a quarantine report. Either way the store changes only if the whole file is written.
     """
     if not checkpoint.strip():
@@ -107,22 +129,31 @@ def ingest_file(
     source = Source(path)
     digest = source.digest()
     result = IngestResult(path=path, checkpoint=checkpoint, format=fmt)
-    if store.scalar("SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]):
+    if store.scalar(
+        "SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]
+    ):
         result.already_ingested = True
         return result
 
     bad: list[RecordError] = []
     with store.transaction(), (progress or NullProgress()).track(f"ingest {path.name}", None) as advance:
-        seen = dict(store.execute("SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?",
-                                  [checkpoint]).fetchall())
+        seen = dict(
+            store.execute(
+                "SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?", [checkpoint]
+            ).fetchall()
+        )
         next_rollout = store.next_id("rollouts", "rollout_key")
         next_segment = store.next_id("segments", "segment_id")
         batch = _Batch()
         for item in parse(source, fmt):
             if isinstance(item, Rollout) and item.rollout_id in seen:
-                item = RecordError(str(path), item.line, "rollout_id",
-                                   f"duplicate {item.rollout_id!r} in checkpoint {checkpoint!r}"
-                                   f" (first at line {seen[item.rollout_id]})")
+                item = RecordError(
+                    str(path),
+                    item.line,
+                    "rollout_id",
+                    f"duplicate {item.rollout_id!r} in checkpoint {checkpoint!r}"
+                    f" (first at line {seen[item.rollout_id]})",
+                )
             if isinstance(item, RecordError):
                 if not skip_bad:
                     raise item
@@ -134,12 +165,21 @@ def ingest_file(
             batch.rollouts.append(_rollout_row(item, rollout_key, checkpoint, digest))
             batch.messages.extend(message_row(rollout_key, i, m) for i, m in enumerate(item.messages))
             for row in segment_rollout(item):
-                batch.segments.append({
-                    "segment_id": next_segment + result.segments, "rollout_key": rollout_key,
-                    "message_index": row.message_index, "part_index": row.part_index, "kind": row.kind,
-                    "text": row.text, "tool_name": row.tool_name, "tool_args": row.tool_args,
-                    "args_valid": row.args_valid, "origin": row.origin, "content_hash": row.content_hash,
-                })
+                batch.segments.append(
+                    {
+                        "segment_id": next_segment + result.segments,
+                        "rollout_key": rollout_key,
+                        "message_index": row.message_index,
+                        "part_index": row.part_index,
+                        "kind": row.kind,
+                        "text": row.text,
+                        "tool_name": row.tool_name,
+                        "tool_args": row.tool_args,
+                        "args_valid": row.args_valid,
+                        "origin": row.origin,
+                        "content_hash": row.content_hash,
+                    }
+                )
                 result.segments += 1
             result.rollouts += 1
             advance(1, status=f"{result.segments} segments")
@@ -147,8 +187,12 @@ def ingest_file(
                 batch.flush(store)
         if result.rollouts == 0:
             first = bad[0] if bad else RecordError(str(path), 1, "file", "no rollouts")
-            raise RecordError(first.path, first.line, first.field,
-                              first.problem + (f" ({len(bad)} bad records, none usable)" if bad else ""))
+            raise RecordError(
+                first.path,
+                first.line,
+                first.field,
+                first.problem + (f" ({len(bad)} bad records, none usable)" if bad else ""),
+            )
         batch.flush(store)
         _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
     result.skipped = len(bad)
@@ -159,11 +203,19 @@ def ingest_file(
 
 def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: str) -> dict[str, Any]:
     return {
-        "rollout_key": rollout_key, "checkpoint": checkpoint, "rollout_id": rollout.rollout_id,
-        "task_id": rollout.task_id, "environment_id": rollout.environment_id, "trial": rollout.trial,
-        "reward": rollout.reward, "source_hash": digest, "source_line": rollout.line,
+        "rollout_key": rollout_key,
+        "checkpoint": checkpoint,
+        "rollout_id": rollout.rollout_id,
+        "task_id": rollout.task_id,
+        "environment_id": rollout.environment_id,
+        "trial": rollout.trial,
+        "reward": rollout.reward,
+        "source_hash": digest,
+        "source_line": rollout.line,
         "n_messages": len(rollout.messages),
-        "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str) if rollout.metadata else None,
+        "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str)
+        if rollout.metadata
+        else None,
     }
 
 
@@ -174,8 +226,10 @@ def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, 
         "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint = ?)",
         [checkpoint, now, checkpoint],
     )
-    store.execute("INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
-                  [digest, checkpoint, str(path), fmt, n, skipped, now])
+    store.execute(
+        "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [digest, checkpoint, str(path), fmt, n, skipped, now],
+    )
 
 
 def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
@@ -185,7 +239,17 @@ def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> P
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
         for error in bad:
-            out.write(json.dumps({"file": error.path, "line": error.line, "field": error.field,
-                                  "problem": error.problem, "text": text.get(error.line, "")[:10000]},
-                                 ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "file": error.path,
+                        "line": error.line,
+                        "field": error.field,
+                        "problem": error.problem,
+                        "text": text.get(error.line, "")[:10000],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return target

@@ -23,7 +23,7 @@ class JsonText:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self._line_pos = 0   # line counting is incremental: positions are visited in increasing order
+        self._line_pos = 0  # line counting is incremental: positions are visited in increasing order
         self._line = 1
 
     def line_at(self, pos: int) -> int:

@@ -20,7 +20,7 @@ _ERROR_TEXT = re.compile(r"^\s*(error\b|exception\b|traceback\b|\{\s*\"error\")"
 class ToolCall:
     id: str | None
     name: str
-    arguments: Any            # parsed JSON, or the raw string when it was not valid JSON
+    arguments: Any  # parsed JSON, or the raw string when it was not valid JSON
     arguments_valid: bool = True
 
 
@@ -44,8 +44,8 @@ class Rollout:
     trial: int | None = None
     reward: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    line: int = 0                      # physical line of the record in its source file
-    warnings: tuple[str, ...] = ()     # recoverable problems, e.g. arguments kept as a raw string
+    line: int = 0  # physical line of the record in its source file
+    warnings: tuple[str, ...] = ()  # recoverable problems, e.g. arguments kept as a raw string
 
     def to_json(self) -> dict[str, Any]:
         """The canonical JSON form: what `rldiff ingest --format jsonl` reads back unchanged."""
@@ -56,7 +56,9 @@ class Rollout:
                 if getattr(m, key) is not None:
                     out[key] = getattr(m, key)
             if m.tool_calls:
-                out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
+                out["tool_calls"] = [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
+                ]
             messages.append(out)
         record: dict[str, Any] = {"rollout_id": self.rollout_id, "task_id": self.task_id}
         for key in ("environment_id", "trial", "reward"):
@@ -163,7 +165,9 @@ class RecordReader:
         reasoning = raw.get("reasoning", raw.get("reasoning_content"))
         if reasoning is not None and not isinstance(reasoning, str):
             raise self.fail(f"{where}.reasoning", f"expected a string, got {type(reasoning).__name__}")
-        calls = [self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls") or [])]
+        calls = [
+            self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls") or [])
+        ]
         is_error = raw.get("is_error", raw.get("error"))
         tool_call_id = raw.get("tool_call_id")
         if isinstance(content, list):
@@ -175,7 +179,9 @@ class RecordReader:
                 role, tool_call_id, block_error = "tool", result[0], result[1]
                 is_error = block_error if is_error is None else is_error
         elif content is not None and not isinstance(content, str):
-            raise self.fail(f"{where}.content", f"expected a string or a list of blocks, got {type(content).__name__}")
+            raise self.fail(
+                f"{where}.content", f"expected a string or a list of blocks, got {type(content).__name__}"
+            )
         if role != "assistant" and calls:
             raise self.fail(f"{where}.tool_calls", f"only assistant messages make tool calls, not {role!r}")
         if role == "tool" and is_error is None and content:
@@ -193,7 +199,7 @@ class RecordReader:
     def blocks(
         self, blocks: list[Any], where: str
     ) -> tuple[str | None, str | None, list[ToolCall], tuple[str | None, bool | None] | None]:
-        """Anthropic content blocks -> (text, thinking, tool calls, (tool_use_id, is_error) of tool results)."""
+        """Anthropic blocks -> (text, thinking, tool calls, (tool_use_id, is_error) of a tool result)."""
         texts, thoughts, calls = [], [], []
         result_id: str | None = None
         result_error: bool | None = None
@@ -211,8 +217,16 @@ class RecordReader:
             elif kind in ("thinking", "redacted_thinking"):
                 thoughts.append(str(block.get("thinking", "")))
             elif kind == "tool_use":
-                calls.append(self.tool_call({"id": block.get("id"), "name": block.get("name"),
-                                             "arguments": block.get("input", {})}, at))
+                calls.append(
+                    self.tool_call(
+                        {
+                            "id": block.get("id"),
+                            "name": block.get("name"),
+                            "arguments": block.get("input", {}),
+                        },
+                        at,
+                    )
+                )
             elif kind == "tool_result":
                 has_result = True
                 result_id = block.get("tool_use_id")
@@ -233,9 +247,17 @@ class RecordReader:
             raise self.fail(where, f"expected a JSON object, got {type(raw).__name__}")
         function = raw.get("function")
         if isinstance(function, dict):  # OpenAI: {"type": "function", "function": {"name", "arguments"}}
-            name, arguments, name_field = function.get("name"), function.get("arguments"), f"{where}.function.name"
+            name, arguments, name_field = (
+                function.get("name"),
+                function.get("arguments"),
+                f"{where}.function.name",
+            )
         else:
-            name, arguments, name_field = raw.get("name"), raw.get("arguments", raw.get("input")), f"{where}.name"
+            name, arguments, name_field = (
+                raw.get("name"),
+                raw.get("arguments", raw.get("input")),
+                f"{where}.name",
+            )
         if not isinstance(name, str) or not name.strip():
             raise self.fail(name_field, "missing" if name is None else f"expected a tool name, got {name!r}")
         valid = True
@@ -248,5 +270,9 @@ class RecordReader:
         elif arguments is None:
             arguments = {}
         call_id = raw.get("id")
-        return ToolCall(id=None if call_id is None else str(call_id), name=name, arguments=arguments,
-                        arguments_valid=valid)
+        return ToolCall(
+            id=None if call_id is None else str(call_id),
+            name=name,
+            arguments=arguments,
+            arguments_valid=valid,
+        )

@@ -17,9 +17,9 @@ THINK_TOOLS = frozenset({"think"})
 class SegmentRow:
     message_index: int
     part_index: int
-    kind: str           # 'reasoning' | 'text' | 'tool_call'
+    kind: str  # 'reasoning' | 'text' | 'tool_call'
     text: str
-    origin: str         # 'content' | 'reasoning_field' | 'think_tool' | 'tool_calls'
+    origin: str  # 'content' | 'reasoning_field' | 'think_tool' | 'tool_calls'
     tool_name: str | None = None
     tool_args: str | None = None
     args_valid: bool | None = None
@@ -64,8 +64,18 @@ def segment_message(index: int, message: Message) -> list[SegmentRow]:
         rows.append(SegmentRow(index, 0, "text", message.content.strip(), "content"))
     for part, call in enumerate(message.tool_calls):
         arguments = args_json(call)
-        rows.append(SegmentRow(index, part, "tool_call", f"{call.name} {arguments}", "tool_calls",
-                               call.name, arguments, call.arguments_valid))
+        rows.append(
+            SegmentRow(
+                index,
+                part,
+                "tool_call",
+                f"{call.name} {arguments}",
+                "tool_calls",
+                call.name,
+                arguments,
+                call.arguments_valid,
+            )
+        )
     return rows
 
 

@@ -72,9 +72,7 @@ class Store:
                 raise StoreSchemaError(f"{self.path}: not an rldiff store (no schema version)")
             with self.transaction():
                 self._con.execute(_schema_sql())
-                self._con.execute(
-                    "INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-                )
+                self._con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
             return
         if version > SCHEMA_VERSION:
             raise StoreSchemaError(
@@ -143,4 +141,6 @@ class Store:
 
     def checkpoints(self) -> list[str]:
         """Checkpoint names in the order they were first ingested."""
-        return [r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
+        return [
+            r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
+        ]
