@@ -83,15 +83,10 @@ class Verifier:
         if not isinstance(node, dict):
             raise SpecError(f"{path}: each node must be a JSON object")
         ops = [k for k in node if k in LEAVES + BRANCHES]
-        extra = (
-            set(node)
-            - set(ops)
-            - ({"ignore_case"} if "regex" in node or "tool_name_regex" in node else set())
-        )
+        extra = set(node) - set(ops) - ({"ignore_case"} if "regex" in node or "tool_name_regex" in node else set())
         if len(ops) != 1 or extra:
             raise SpecError(
-                f"{path}: a node has exactly one operator of {', '.join(LEAVES + BRANCHES)}; "
-                f"got {sorted(node)}"
+                f"{path}: a node has exactly one operator of {', '.join(LEAVES + BRANCHES)}; got {sorted(node)}"
             )
         op, arg = ops[0], node[ops[0]]
         if op in ("all", "any"):
@@ -129,9 +124,7 @@ class Verifier:
     def label_all(self, segments: list[SegmentView]) -> list[Verdict]:
         return [self(s) for s in segments]
 
-    def _eval(
-        self, node: dict[str, Any], seg: SegmentView, args_cache: dict[str, Any]
-    ) -> tuple[bool, str | None]:
+    def _eval(self, node: dict[str, Any], seg: SegmentView, args_cache: dict[str, Any]) -> tuple[bool, str | None]:
         op = next(k for k in node if k != "ignore_case")
         arg = node[op]
         if op == "all":
@@ -203,9 +196,7 @@ def spec_kinds(spec: dict[str, Any]) -> list[str]:
         if isinstance(child, dict) and "kind" in child:
             kind = child["kind"]
             return [kind] if isinstance(kind, str) else list(kind)
-        if isinstance(child, dict) and (
-            {"tool_name", "tool_name_regex", "arg_key", "arg_value"} & set(child)
-        ):
+        if isinstance(child, dict) and ({"tool_name", "tool_name_regex", "arg_key", "arg_value"} & set(child)):
             return ["tool_call"]
     return list(KINDS)
 

@@ -1,0 +1,73 @@
+"""The segments a labeler sees: held-out (validation) or discovery (drafting), of the two compared checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from engine.errors import InputError
+from engine.hypotheses.verifier import SegmentView, Verifier
+from engine.store import Store
+
+
+@dataclass(frozen=True)
+class Population:
+    """Segments and rollouts of one split. `segments` carries checkpoint and task for sampling and testing
+    only: labelers get `views(...)`, which hold neither."""
+
+    split: str
+    before: str
+    after: str
+    rollouts: pl.DataFrame  # rollout_key, checkpoint, task_id, reward
+    segments: pl.DataFrame  # segment_id, rollout_key, kind, text, tool_name, tool_args, checkpoint, task_id
+
+    def of_kinds(self, kinds: list[str]) -> pl.DataFrame:
+        return self.segments.filter(pl.col("kind").is_in(kinds))
+
+    @staticmethod
+    def views(segments: pl.DataFrame) -> list[SegmentView]:
+        return [
+            SegmentView(r["segment_id"], r["kind"], r["text"], r["tool_name"], r["tool_args"])
+            for r in segments.select("segment_id", "kind", "text", "tool_name", "tool_args").iter_rows(named=True)
+        ]
+
+    def verifier_labels(self, verifier: Verifier, kinds: list[str]) -> pl.DataFrame:
+        """segment_id, label, evidence, weight for every segment of `kinds` (a verifier labels all of them)."""
+        segments = self.of_kinds(kinds)
+        verdicts = verifier.label_all(self.views(segments))
+        return pl.DataFrame(
+            {
+                "segment_id": segments["segment_id"],
+                "label": [v.label for v in verdicts],
+                "evidence": [v.evidence for v in verdicts],
+                "weight": np.ones(segments.height),
+            },
+            schema={"segment_id": pl.Int64, "label": pl.Boolean, "evidence": pl.Utf8, "weight": pl.Float64},
+        )
+
+    def rollout_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(rollout_key, is_after, task code, reward) over this split's rollouts, in a fixed order."""
+        r = self.rollouts.sort("rollout_key")
+        task = np.unique(r["task_id"].to_numpy(), return_inverse=True)[1]
+        reward = r["reward"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        return r["rollout_key"].to_numpy(), (r["checkpoint"] == self.after).to_numpy(), task, reward
+
+
+def load_population(store: Store, before: str, after: str, split: str) -> Population:
+    """Rollouts and segments of `split` ('heldout' or 'discovery') for the two checkpoints."""
+    rollouts = store.frame(
+        "SELECT rollout_key, checkpoint, task_id, reward FROM rollouts "
+        "WHERE split = ? AND checkpoint IN (?, ?) ORDER BY rollout_key",
+        [split, before, after],
+    )
+    if rollouts.height == 0:
+        raise InputError(f"{store.path}: no {split} rollouts for {before!r} and {after!r}; run `rldiff analyze` first")
+    segments = store.frame(
+        "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id "
+        "FROM segments s JOIN rollouts r USING (rollout_key) "
+        "WHERE r.split = ? AND r.checkpoint IN (?, ?) ORDER BY s.segment_id",
+        [split, before, after],
+    )
+    return Population(split, before, after, rollouts, segments)

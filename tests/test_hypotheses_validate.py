@@ -1,0 +1,114 @@
+"""Held-out validation and the judge's stratified sampling, on planted studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from factories_hypotheses import Planted, make_study
+
+from engine.hypotheses.judge import judge_labels, stratified_sample
+from engine.hypotheses.population import load_population
+from engine.hypotheses.validate import Claim, validate
+from engine.hypotheses.verifier import Verifier
+from engine.llm.fake import FakeLLMClient
+from engine.llm.session import LLMSession
+
+APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
+AIRPORTS = Planted("airports", "tool_call", "list_all_airports", 0.3, 0.02)
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    store, truth = make_study(tmp_path / "s.duckdb", [APOLOGY, AIRPORTS])
+    with store:
+        yield store, truth
+
+
+def labels_for(population, hypothesis_id: int, spec: dict, kinds: list[str]) -> pl.DataFrame:
+    return population.verifier_labels(Verifier(spec), kinds).with_columns(hypothesis_id=pl.lit(hypothesis_id))
+
+
+def test_planted_changes_validate_and_nulls_do_not(study) -> None:
+    store, _ = study
+    heldout = load_population(store, "before", "after", "heldout")
+    labels = pl.concat(
+        [
+            labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"]),
+            labels_for(heldout, 1, {"tool_name": "list_all_airports"}, ["tool_call"]),
+            labels_for(heldout, 2, {"regex": "confirm"}, ["text"]),  # filler: no change
+            labels_for(heldout, 3, {"regex": "apologi[sz]e"}, ["text"]),  # claimed the wrong way
+            labels_for(heldout, 4, {"regex": "no such words"}, ["text"]),
+        ]
+    )
+    claims = [
+        Claim(0, "increase"),
+        Claim(1, "decrease"),
+        Claim(2, "increase"),
+        Claim(3, "decrease"),
+        Claim(4, "increase"),
+    ]
+    results = {
+        v.hypothesis_id: v for v in validate(heldout, labels, claims, np.random.default_rng(0), n_permutations=500)
+    }
+    assert results[0].status == "validated" and results[0].prevalence_after > results[0].prevalence_before
+    assert results[0].ci_low > 0 and results[0].q_value < 0.05
+    assert results[1].status == "validated" and results[1].delta < 0
+    assert results[2].status == "inconclusive" and "could detect" in results[2].reason
+    assert results[2].mde is not None and 0 < results[2].mde < 0.5
+    assert results[3].status == "rejected" and "other way" in results[3].reason
+    assert results[4].status == "rejected" and "matched no" in results[4].reason
+    assert results[0].n_labeled == heldout.of_kinds(["text"]).height
+
+
+def test_discovery_effect_not_replicated_is_rejected(study) -> None:
+    store, _ = study
+    heldout = load_population(store, "before", "after", "heldout")
+    labels = labels_for(heldout, 7, {"regex": "confirm"}, ["text"])
+    [result] = validate(
+        heldout, labels, [Claim(7, "increase", discovery_delta=0.4)], np.random.default_rng(1), n_permutations=300
+    )
+    assert result.status == "rejected" and "half the discovery effect" in result.reason
+
+
+def test_stratified_sample_keeps_every_stratum_and_weights_to_size(study) -> None:
+    store, _ = study
+    heldout = load_population(store, "before", "after", "heldout")
+    texts = heldout.of_kinds(["text"])
+    sample = stratified_sample(texts, 60, np.random.default_rng(0))
+    assert sample.height == 60
+    assert (
+        sample.select("checkpoint", "task_id").unique().height == texts.select("checkpoint", "task_id").unique().height
+    )
+    assert sample["weight"].sum() == pytest.approx(texts.height)
+    small = stratified_sample(texts, 10_000, np.random.default_rng(0))
+    assert small.height == texts.height and set(small["weight"]) == {1.0}
+
+
+def test_judge_is_blind_and_its_weighted_labels_validate(study) -> None:
+    store, _ = study
+    heldout = load_population(store, "before", "after", "heldout")
+
+    def responder(request):
+        assert "before" not in request.user and "after" not in request.user  # no checkpoint names leak
+        hit = "apologize" in request.user
+        return {"answer": hit, "evidence": "apologize" if hit else ""}
+
+    client = FakeLLMClient(responder)
+    session = LLMSession(client, store, max_cost=100.0)
+    texts = heldout.of_kinds(["text"])
+    labels = judge_labels(session, "Does the agent apologise?", texts, np.random.default_rng(0), budget=80)
+    assert labels.height == 80 and labels["weight"].sum() == pytest.approx(texts.height)
+    assert labels.filter("label")["evidence"].to_list()[0] == "apologize"
+    [result] = validate(
+        heldout,
+        labels.with_columns(hypothesis_id=pl.lit(0)),
+        [Claim(0, "increase")],
+        np.random.default_rng(0),
+        n_permutations=300,
+    )
+    assert result.status == "validated"
+    # Identical segment texts are asked once (the filler repeats), so far fewer calls than labels.
+    assert len(client.requests) == len({r.user for r in client.requests}) < 80
