@@ -1,0 +1,124 @@
+"""The comparison design: rollouts of two checkpoints nested in the tasks both checkpoints share.
+
+Only tasks with rollouts from both checkpoints inform a within-task comparison: in a task seen by one
+checkpoint, every relabelling of rollouts leaves the labels unchanged, and its rollouts would only mix task
+composition into the delta. `CheckpointDesign` drops them and holds what the permutation test, the bootstrap
+and the power calculation share: the within-task label permutations and the pooled prevalence estimator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+# Fewer shared tasks than this and the design falls back from tasks to rollouts within task as the unit of
+# resampling (and the split, from tasks to rollouts within task). With a 50% holdout, 20 tasks leave 10 per
+# side; a percentile bootstrap over fewer than ~10 clusters under-covers badly, and 10 held-out tasks are the
+# least that gives a task-level validation any resolution. See docs/statistics.md.
+FEW_TASKS = 20
+
+
+@dataclass(frozen=True)
+class CheckpointDesign:
+    """Rollouts of tasks that both checkpoints share, with their labels and task codes.
+
+    `keep` selects those rollouts from the caller's arrays; every other array is over kept rollouts.
+    `groups` bundles tasks of the same shape (rollouts, after-rollouts) so permutations are drawn in bulk:
+    each entry is (index matrix of shape (n_tasks_in_group, n_rollouts_per_task), n_after_per_task).
+    """
+
+    keep: np.ndarray
+    is_after: np.ndarray
+    task: np.ndarray
+    n_tasks: int
+    groups: tuple[tuple[np.ndarray, int], ...]
+
+    @classmethod
+    def from_labels(cls, is_after: np.ndarray, task: np.ndarray) -> CheckpointDesign:
+        is_after = np.asarray(is_after, dtype=bool)
+        task = np.asarray(task)
+        if is_after.shape != task.shape or is_after.ndim != 1:
+            raise ValueError(f"is_after {is_after.shape} and task {task.shape} must be equal 1-d shapes")
+        codes, task_code = np.unique(task, return_inverse=True)
+        n_after = np.bincount(task_code, weights=is_after, minlength=codes.size)
+        n_all = np.bincount(task_code, minlength=codes.size)
+        shared = (n_after > 0) & (n_after < n_all)
+        keep = shared[task_code]
+        # Renumber shared tasks 0..n_tasks-1 over the kept rollouts.
+        kept_code = np.cumsum(shared)[task_code[keep]] - 1
+        kept_after = is_after[keep]
+        order = np.argsort(kept_code, kind="stable")
+        sizes = np.bincount(kept_code, minlength=int(shared.sum()))
+        afters = np.bincount(kept_code, weights=kept_after, minlength=sizes.size).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        groups = []
+        for n, m in sorted({(int(s), int(a)) for s, a in zip(sizes, afters, strict=True)}):
+            members = np.flatnonzero((sizes == n) & (afters == m))
+            index = order[starts[members][:, None] + np.arange(n)[None, :]]
+            groups.append((index, m))
+        return cls(keep, kept_after, kept_code, int(sizes.size), tuple(groups))
+
+    @property
+    def n_rollouts(self) -> int:
+        return int(self.is_after.size)
+
+    @property
+    def few_tasks(self) -> bool:
+        """Too few shared tasks to resample tasks: resample rollouts within task instead."""
+        return self.n_tasks < FEW_TASKS
+
+    def expected_after(self) -> np.ndarray:
+        """(n_rollouts,) each rollout's chance of being labelled after under within-task permutation."""
+        share = np.bincount(self.task, weights=self.is_after, minlength=self.n_tasks)
+        share /= np.bincount(self.task, minlength=self.n_tasks)
+        return share[self.task]
+
+    def permuted_labels(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n, n_rollouts) float32 after-labels, each row a permutation of the labels within every task."""
+        labels = np.zeros((n, self.n_rollouts), dtype=np.float32)
+        for index, n_after in self.groups:
+            base = np.zeros(index.shape, dtype=np.float32)
+            base[:, :n_after] = 1.0
+            shuffled = rng.permuted(np.broadcast_to(base, (n, *index.shape)), axis=2)
+            labels[:, index.ravel()] = shuffled.reshape(n, -1)
+        return labels
+
+
+def task_onehot(code: np.ndarray, n_tasks: int) -> sp.csr_array:
+    """(n_tasks, n_rollouts) sparse indicator: row g sums a rollout-level quantity over task g."""
+    n = code.size
+    return sp.csr_array((np.ones(n), (code, np.arange(n))), shape=(n_tasks, n))
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """A dense float32 C-contiguous view or copy (the dtype every matrix product here runs in)."""
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def weighted_delta(
+    after_weights: np.ndarray,
+    counts: np.ndarray,
+    totals: np.ndarray,
+    before_weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """(n_draws, n_features) pooled prevalence delta, after - before, for each row of rollout weights.
+
+    after_weights: (n_draws, n_rollouts) weight of each rollout in the after checkpoint; before_weights
+    likewise, defaulting to 1 - after_weights (a relabelling). counts: (n_rollouts, n_features) float32;
+    totals: (n_rollouts,) or (n_rollouts, n_features) float32. Prevalence = sum(counts) / sum(totals).
+    Sums run as float32 matrix products (exact for integer counts below 2**24) and divide in float64.
+    """
+    sum_after = (after_weights @ counts).astype(np.float64)
+    tot_after = (after_weights @ totals).astype(np.float64)
+    if before_weights is None:
+        sum_before = counts.sum(axis=0, dtype=np.float64) - sum_after
+        tot_before = totals.sum(axis=0, dtype=np.float64) - tot_after
+    else:
+        sum_before = (before_weights @ counts).astype(np.float64)
+        tot_before = (before_weights @ totals).astype(np.float64)
+    if totals.ndim == 1:
+        tot_after, tot_before = tot_after[:, None], tot_before[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sum_after / tot_after - sum_before / tot_before

@@ -1,0 +1,26 @@
+"""False discovery rate control across everything tested."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def bh_qvalues(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg q-values (adjusted p-values) of `p`, any shape.
+
+    NaN p-values stay NaN and do not count towards the number of tests m.
+    q_i = min over j with p_j >= p_i of (m * p_j / rank_j), capped at 1.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = np.full(p.shape, np.nan)
+    flat = p.ravel()
+    valid = np.flatnonzero(~np.isnan(flat))
+    m = valid.size
+    if m == 0:
+        return q
+    order = valid[np.argsort(flat[valid], kind="stable")]
+    scaled = flat[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
+    out = q.ravel()
+    out[order] = np.minimum(adjusted, 1.0)
+    return out.reshape(p.shape)
