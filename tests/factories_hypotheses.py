@@ -119,3 +119,53 @@ def make_study(
     store.append("rollouts", pl.DataFrame(rollouts))
     store.append("segments", pl.DataFrame(segments))
     return store, truth
+
+
+def add_features(store: Store, truth: dict[str, set[int]], seed: int = 0) -> None:
+    """Features as the features and deltas stages would leave them: an SAE feature firing on the apology
+    segments (plus noise), a structural tool feature, and a feature that changes nowhere."""
+    rng = np.random.default_rng(seed)
+    segments = store.frame("SELECT segment_id, kind, tool_name FROM segments")
+    texts = segments.filter(pl.col("kind") == "text")["segment_id"].to_numpy()
+    noise = set(rng.choice(texts, size=texts.size // 20, replace=False).tolist())
+    airports = segments.filter(pl.col("tool_name") == "list_all_airports")["segment_id"].to_list()
+    store.append(
+        "features",
+        pl.DataFrame(
+            {
+                "feature_id": [0, 1, 2],
+                "source": ["sae", "structural", "sae"],
+                "name": ["sae:17", "tool:list_all_airports", "sae:3"],
+                "label": ["apologize / inconvenience", "calls list_all_airports", "flight / departs"],
+                "threshold": [0.5, 0.5, 0.5],
+                "top_ngrams": ['["sincerely apologize", "inconvenience"]', None, '["departs"]'],
+            }
+        ),
+    )
+    fired = [(s, 0) for s in sorted(truth.get("apology", set()) | noise)] + [(s, 1) for s in airports]
+    fired += [(int(s), 2) for s in rng.choice(texts, size=texts.size // 4, replace=False)]
+    store.append(
+        "segment_features",
+        pl.DataFrame(
+            {
+                "segment_id": [s for s, _ in fired],
+                "feature_id": [f for _, f in fired],
+                "activation": rng.uniform(0.6, 3.0, len(fired)).astype(np.float32),
+            }
+        ),
+    )
+    store.append(
+        "feature_deltas",
+        pl.DataFrame(
+            {
+                "feature_id": [0, 1, 2],
+                "kind": ["text", "tool_call", "text"],
+                "prevalence_before": [0.1, 0.3, 0.25],
+                "prevalence_after": [0.45, 0.02, 0.25],
+                "delta": [0.35, -0.28, 0.0],
+                "q_value": [1e-4, 1e-4, 0.9],
+                "p_value": [1e-4, 1e-4, 0.9],
+                "tested": [True, True, True],
+            }
+        ),
+    )

@@ -1,0 +1,210 @@
+"""The hypothesis ledger: add, label, test and decide. Used by the pipeline stage, the CLI, the TUI and MCP."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import fields, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from engine.config import AnalyzeConfig
+from engine.errors import InputError
+from engine.hypotheses.judge import judge_labels
+from engine.hypotheses.population import Population, load_population
+from engine.hypotheses.validate import Claim, Validation, validate
+from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
+from engine.llm.session import LLMSession
+from engine.store import Store, writes
+
+log = logging.getLogger(__name__)
+
+STAGE = "hypotheses"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def study_config(store: Store) -> AnalyzeConfig:
+    """The configuration of the last finished hypotheses stage (checkpoints, seed, fdr, llm), else defaults."""
+    raw = store.scalar(
+        "SELECT config FROM runs WHERE stage = ? AND status = 'done' ORDER BY finished_at DESC LIMIT 1", [STAGE]
+    )
+    known = {f.name for f in fields(AnalyzeConfig)}
+    config = AnalyzeConfig(**{k: v for k, v in json.loads(raw).items() if k in known}) if raw else AnalyzeConfig()
+    from engine.pipeline import resolve_checkpoints
+
+    return resolve_checkpoints(store, config)
+
+
+def open_session(store: Store, config: AnalyzeConfig) -> LLMSession | None:
+    """An LLM session for `config.llm`, or None on the offline path."""
+    if not config.llm:
+        return None
+    from engine.llm.anthropic_client import AnthropicClient
+
+    return LLMSession(AnthropicClient(config.llm), store, config.max_cost)
+
+
+# -- labelling -------------------------------------------------------------------------------------------------
+
+
+def hypothesis_kinds(labeler: str, spec: dict[str, Any]) -> list[str]:
+    """The segment kinds a hypothesis is about (its prevalence's denominator)."""
+    if labeler == "judge":
+        kinds = spec.get("kinds") or list(KINDS)
+        return [kinds] if isinstance(kinds, str) else list(kinds)
+    return spec_kinds(spec)
+
+
+def label(
+    population: Population,
+    labeler: str,
+    spec: dict[str, Any],
+    session: LLMSession | None,
+    rng: np.random.Generator,
+) -> pl.DataFrame:
+    """segment_id, label, evidence, weight on `population` for one hypothesis (blind to checkpoints)."""
+    kinds = hypothesis_kinds(labeler, spec)
+    if labeler == "verifier":
+        return population.verifier_labels(Verifier(spec), kinds)
+    if session is None:
+        raise InputError("this hypothesis is labelled by an LLM judge: set ANTHROPIC_API_KEY and pass --llm MODEL")
+    return judge_labels(session, spec["question"], population.of_kinds(kinds), rng)
+
+
+def replace_labels(store: Store, hypothesis_id: int, labels: pl.DataFrame) -> None:
+    store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+    store.append("hypothesis_labels", labels.with_columns(hypothesis_id=pl.lit(hypothesis_id, pl.Int32)))
+
+
+# -- validation ------------------------------------------------------------------------------------------------
+
+
+def revalidate(
+    store: Store, population: Population, config: AnalyzeConfig, rng: np.random.Generator
+) -> list[Validation]:
+    """Test every labelled hypothesis as one family (BH across all of them) and write the results."""
+    rows = store.frame(
+        "SELECT hypothesis_id, direction, provenance FROM hypotheses "
+        "WHERE hypothesis_id IN (SELECT DISTINCT hypothesis_id FROM hypothesis_labels) ORDER BY hypothesis_id"
+    )
+    claims = []
+    for r in rows.iter_rows(named=True):
+        provenance = json.loads(r["provenance"]) if r["provenance"] else {}
+        claims.append(Claim(r["hypothesis_id"], r["direction"], provenance.get("labeler_discovery_delta")))
+    labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
+    results = validate(population, labels, claims, rng, fdr=config.fdr, n_permutations=config.permutations)
+    now = _now()
+    for v in results:
+        store.execute(
+            "UPDATE hypotheses SET status = ?, reason = ?, prevalence_before = ?, prevalence_after = ?, delta = ?, "
+            "ci_low = ?, ci_high = ?, p_value = ?, q_value = ?, mde = ?, n_labeled = ?, reward_assoc = ?, "
+            "tested_at = ? WHERE hypothesis_id = ?",
+            [
+                v.status,
+                v.reason,
+                v.prevalence_before,
+                v.prevalence_after,
+                v.delta,
+                v.ci_low,
+                v.ci_high,
+                v.p_value,
+                v.q_value,
+                v.mde,
+                v.n_labeled,
+                v.reward_assoc,
+                now,
+                v.hypothesis_id,
+            ],
+        )
+    return results
+
+
+def labeler_provenance(labeler: str, session: LLMSession | None, config: AnalyzeConfig) -> dict[str, Any]:
+    return {
+        "labeler": labeler if labeler == "verifier" else f"judge:{session.model if session else '?'}",
+        "split": "heldout",
+        "seed": config.seed,
+        "checkpoints": [config.before, config.after],
+    }
+
+
+# -- the user's hypotheses -------------------------------------------------------------------------------------
+
+
+def add_hypothesis(
+    store: Store,
+    statement: str,
+    *,
+    pattern: str | None = None,
+    kind: str | None = None,
+    judge: str | None = None,
+    direction: str = "increase",
+) -> int:
+    """`rldiff hypothesis add`: a regex verifier (`pattern`, optionally for one segment `kind`) or an LLM
+    judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until tested."""
+    if (pattern is None) == (judge is None):
+        raise InputError("give exactly one of --pattern REGEX or --judge QUESTION")
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"--kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if pattern is not None:
+        regex_node = {"regex": pattern, "ignore_case": True}
+        spec: dict[str, Any] = {"all": [{"kind": kind}, regex_node]} if kind else regex_node
+        Verifier(spec)  # refuse a bad pattern now, with its message
+        return writes.add_user_hypothesis(store.cursor(), statement, direction, "verifier", spec)
+    if not judge or not judge.strip():
+        raise InputError("--judge needs a yes/no question")
+    spec = {"question": judge.strip(), "kinds": [kind] if kind else list(KINDS)}
+    return writes.add_user_hypothesis(store.cursor(), statement, direction, "judge", spec)
+
+
+def test_hypothesis(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Validation:
+    """`rldiff hypothesis test`: label the held-out split for one hypothesis and re-test the family.
+
+    Uses the checkpoints, seed and FDR level of the last analysis; `llm` names the judge model (judge
+    hypotheses only; default: the last analysis's, or the configured default when a key is set).
+    """
+    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
+    if row.height == 0:
+        raise InputError(f"no hypothesis with id {hypothesis_id}")
+    config = study_config(store)
+    labeler, spec = row["labeler"][0], json.loads(row["spec"][0])
+    session = None
+    if labeler == "judge":
+        config = replace(config, llm=llm or config.llm or AnalyzeConfig.default_llm())
+        session = open_session(store, config)
+    population = load_population(store, config.before, config.after, "heldout")
+    rng = np.random.default_rng([config.seed, hypothesis_id])
+    labels = label(population, labeler, spec, session, rng)
+    provenance = {
+        **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
+        **labeler_provenance(labeler, session, config),
+    }
+    with store.transaction():
+        replace_labels(store, hypothesis_id, labels)
+        store.execute(
+            "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
+        )
+        results = revalidate(store, population, config, np.random.default_rng(config.seed))
+    return next(v for v in results if v.hypothesis_id == hypothesis_id)
+
+
+test_hypothesis.__test__ = False  # type: ignore[attr-defined]
+
+
+def decide(store: Store, hypothesis_id: int, decision: str | None, note: str | None = None) -> None:
+    """The user's triage: 'accepted', 'rejected' or None, with an optional note."""
+    con = store.cursor()
+    writes.set_decision(con, hypothesis_id, decision)
+    if note is not None:
+        writes.set_note(con, hypothesis_id, note)
+
+
+def add_user_label(store: Store, hypothesis_id: int, segment_id: int, value: bool) -> None:
+    """A person's yes/no for one segment, used to calibrate the labeler."""
+    writes.set_user_label(store.cursor(), hypothesis_id, segment_id, value)

@@ -1,0 +1,94 @@
+"""Word n-grams of segments, and how an n-gram set separates the checkpoints on the discovery split."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+STOPWORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been it its this that "
+    "these those i you we he she they me my your our their them us do does did not no so can could will "
+    "would should may might have has had there here what which who when where how all any".split()
+)
+
+
+def ngrams(text: str, max_n: int = 3) -> set[str]:
+    """Lower-cased word n-grams (1..max_n), skipping unigrams that are stopwords, digits-only or short."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    out: set[str] = set()
+    for n in range(1, max_n + 1):
+        for i in range(len(words) - n + 1):
+            gram = words[i : i + n]
+            if n == 1 and (gram[0] in STOPWORDS or len(gram[0]) < 3):
+                continue
+            if all(w in STOPWORDS for w in gram):
+                continue
+            out.add(" ".join(gram))
+    return out
+
+
+def ngram_regex(grams: list[str]) -> str:
+    """A case-insensitive pattern (use with ignore_case) matching any of `grams` as whole words."""
+    parts = [r"\s+".join(re.escape(w) for w in g.split()) for g in sorted(grams, key=lambda g: (-len(g), g))]
+    return r"\b(?:" + "|".join(parts) + r")\b"
+
+
+def two_proportion_z(hits_after: int, n_after: int, hits_before: int, n_before: int) -> float:
+    """z of after-rate minus before-rate (pooled variance); 0 when undefined. For ranking, not for testing."""
+    if n_after == 0 or n_before == 0:
+        return 0.0
+    pooled = (hits_after + hits_before) / (n_after + n_before)
+    var = pooled * (1 - pooled) * (1 / n_after + 1 / n_before)
+    return 0.0 if var <= 0 else (hits_after / n_after - hits_before / n_before) / math.sqrt(var)
+
+
+@dataclass
+class NgramIndex:
+    """Per segment kind on the discovery split: which n-grams each segment has, and who is after."""
+
+    grams: list[set[str]]
+    is_after: np.ndarray  # (n_segments,) bool
+    segment_ids: np.ndarray
+
+    @classmethod
+    def build(cls, texts: list[str], is_after: np.ndarray, segment_ids: np.ndarray) -> NgramIndex:
+        return cls([ngrams(t) for t in texts], np.asarray(is_after, dtype=bool), np.asarray(segment_ids))
+
+    def counts(self, rows: np.ndarray | None = None) -> Counter[str]:
+        counter: Counter[str] = Counter()
+        for i in range(len(self.grams)) if rows is None else rows:
+            counter.update(self.grams[i])
+        return counter
+
+    def matches(self, gram_set: set[str]) -> np.ndarray:
+        return np.array([bool(g & gram_set) for g in self.grams], dtype=bool)
+
+    def z(self, hits: np.ndarray) -> float:
+        n_after = int(self.is_after.sum())
+        return two_proportion_z(
+            int(hits[self.is_after].sum()), n_after, int(hits[~self.is_after].sum()), self.is_after.size - n_after
+        )
+
+    def select(self, candidates: list[str], sign: float, max_grams: int = 4) -> tuple[list[str], float]:
+        """Greedily pick up to `max_grams` n-grams whose union best separates the checkpoints in the
+        direction `sign` (+1: more in after); returns them and the union's signed z."""
+        chosen: list[str] = []
+        best = 0.0
+        hits = np.zeros(len(self.grams), dtype=bool)
+        single = {c: self.matches({c}) for c in candidates}
+        for _ in range(max_grams):
+            scored = [(sign * self.z(hits | m), c) for c, m in single.items() if c not in chosen]
+            if not scored:
+                break
+            score, gram = max(scored)
+            if score <= best + 0.5:  # each added phrase must earn its place
+                break
+            chosen.append(gram)
+            best = score
+            hits |= single[gram]
+        return chosen, best

@@ -1,0 +1,133 @@
+"""What hypotheses are drafted from: significant clusters and strong unclustered features (discovery split)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from engine.hypotheses.verifier import KINDS
+from engine.store import Store
+
+MAX_SOURCES = 40
+
+
+@dataclass(frozen=True)
+class Source:
+    """A cluster or a single feature whose prevalence changed on the discovery split."""
+
+    kinds: tuple[str, ...]
+    feature_ids: tuple[int, ...]
+    names: tuple[str, ...]
+    labels: tuple[str, ...]
+    delta: float
+    q_value: float
+    prevalence_before: float | None
+    prevalence_after: float | None
+    cluster_id: int | None = None
+    top_ngrams: tuple[str, ...] = field(default=())
+
+    @property
+    def direction(self) -> str:
+        return "increase" if self.delta > 0 else "decrease"
+
+    @property
+    def title(self) -> str:
+        what = f"cluster {self.cluster_id}" if self.cluster_id is not None else f"feature {self.feature_ids[0]}"
+        return f"{what} ({'; '.join(self.labels[:3])})"
+
+    def provenance(self) -> dict[str, object]:
+        return {
+            "cluster_id": self.cluster_id,
+            "feature_ids": list(self.feature_ids),
+            "feature_names": list(self.names),
+            "kinds": list(self.kinds),
+            "discovery_delta": self.delta,
+            "discovery_q": self.q_value,
+        }
+
+
+def _kinds(kind: str) -> tuple[str, ...]:
+    return KINDS if kind == "any" else (kind,)
+
+
+def ngram_list(value: object) -> list[str]:
+    if value is None:
+        return []
+    items = json.loads(value) if isinstance(value, str) else value
+    out = []
+    for item in items or []:
+        gram = item[0] if isinstance(item, list | tuple) else item.get("ngram") if isinstance(item, dict) else item
+        if isinstance(gram, str) and gram.strip():
+            out.append(gram.strip())
+    return out
+
+
+def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Source]:
+    """Significant clusters first, then significant features no chosen cluster covers, strongest first."""
+    features = store.frame("SELECT feature_id, name, label, top_ngrams FROM features")
+    info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
+    sources: list[Source] = []
+    covered: set[tuple[int, str]] = set()
+    clusters = store.frame(
+        "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after FROM clusters "
+        "WHERE q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
+        [fdr],
+    )
+    members = store.frame("SELECT cluster_id, feature_id FROM cluster_members ORDER BY cluster_id, membership DESC")
+    for c in clusters.iter_rows(named=True):
+        ids = members.filter(pl.col("cluster_id") == c["cluster_id"])["feature_id"].to_list()
+        ids = [i for i in ids if i in info]
+        if not ids:
+            continue
+        covered.update((i, c["kind"]) for i in ids)
+        sources.append(
+            Source(
+                _kinds(c["kind"]),
+                tuple(ids),
+                tuple(info[i]["name"] for i in ids),
+                tuple(info[i]["label"] for i in ids),
+                c["delta"],
+                c["q_value"],
+                c["prevalence_before"],
+                c["prevalence_after"],
+                cluster_id=c["cluster_id"],
+                top_ngrams=tuple(g for i in ids for g in ngram_list(info[i]["top_ngrams"])),
+            )
+        )
+    deltas = store.frame(
+        "SELECT feature_id, kind, delta, q_value, prevalence_before, prevalence_after FROM feature_deltas "
+        "WHERE tested AND q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
+        [fdr],
+    )
+    for d in deltas.iter_rows(named=True):
+        if len(sources) >= limit:
+            break
+        f = info.get(d["feature_id"])
+        if f is None or (d["feature_id"], d["kind"]) in covered:
+            continue
+        sources.append(
+            Source(
+                _kinds(d["kind"]),
+                (f["feature_id"],),
+                (f["name"],),
+                (f["label"],),
+                d["delta"],
+                d["q_value"],
+                d["prevalence_before"],
+                d["prevalence_after"],
+                top_ngrams=tuple(ngram_list(f["top_ngrams"])),
+            )
+        )
+    return sources[:limit]
+
+
+def firing_segments(store: Store, feature_ids: list[int]) -> pl.DataFrame:
+    """segment_id, feature_id, activation where each feature fires (activation above its threshold)."""
+    return store.frame(
+        "SELECT sf.segment_id, sf.feature_id, sf.activation FROM segment_features sf "
+        "JOIN features f USING (feature_id) WHERE sf.activation > f.threshold "
+        "AND sf.feature_id IN (SELECT unnest(?::BIGINT[]))",
+        [feature_ids],
+    )

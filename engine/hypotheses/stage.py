@@ -1,0 +1,168 @@
+"""The hypotheses stage: draft from the discovery split, label the held-out split, validate, write.
+
+Drafted hypotheses the user has not touched (no decision, note or hand label) are replaced on each run;
+the user's own and triaged ones are kept and re-tested with the new ones as one family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+
+from engine.config import AnalyzeConfig
+from engine.hypotheses.draft import Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.ledger import (
+    STAGE,
+    label,
+    labeler_provenance,
+    open_session,
+    replace_labels,
+    revalidate,
+)
+from engine.hypotheses.population import load_population
+from engine.hypotheses.sources import firing_segments, load_sources
+from engine.llm.client import LLMResult
+from engine.llm.session import LLMSession
+from engine.progress import Progress
+from engine.runs import is_done, record_run
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+UPSTREAM = ("split", "features", "deltas", "clusters")
+EXPLAINED_FEATURES = 30
+
+
+def _input_hash(store: Store) -> str:
+    runs = store.frame(
+        "SELECT stage, arg_max(run_id, finished_at) AS run_id FROM runs WHERE status = 'done' "
+        "AND stage IN (SELECT unnest(?::VARCHAR[])) GROUP BY stage ORDER BY stage",
+        [list(UPSTREAM)],
+    )
+    user = store.frame("SELECT hypothesis_id, spec FROM hypotheses WHERE origin = 'user' ORDER BY hypothesis_id")
+    payload = json.dumps([runs.rows(), user.rows()], default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _stage_config(config: AnalyzeConfig) -> dict[str, object]:
+    return {
+        k: getattr(config, k) for k in ("before", "after", "llm", "seed", "fdr", "permutations", "max_cost", "holdout")
+    }
+
+
+def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress: Progress) -> int:
+    stage_config = _stage_config(config)
+    input_hash = _input_hash(store)
+    if is_done(store, STAGE, stage_config, input_hash):
+        log.info("hypotheses: up to date")
+        return 0
+    with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
+        session = open_session(store, config)
+        discovery = Discovery(load_population(store, config.before, config.after, "discovery"))
+        sources = load_sources(store, config.fdr)
+        fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
+        discovery_ids = discovery.population.segments["segment_id"].to_list()
+        fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(discovery_ids))
+
+        def fires(source) -> set[int]:
+            return set(fires_by_feature.filter(pl.col("feature_id").is_in(list(source.feature_ids)))["segment_id"])
+
+        with progress.track("drafting hypotheses", len(sources)) as advance:
+            drafts = draft_all(sources, fires, discovery, session, rng)
+            advance(len(sources), status=f"{len(drafts)} drafts")
+        explanations = _explain(store, session, sources) if session else {}
+
+        heldout = load_population(store, config.before, config.after, "heldout")
+        labelled: list[tuple[Draft, pl.DataFrame]] = []
+        with progress.track("labelling held-out segments", len(drafts)) as advance:
+            for draft in drafts:
+                labelled.append((draft, label(heldout, draft.labeler, draft.spec, session, rng)))
+                advance(1)
+        kept = store.frame(
+            "SELECT hypothesis_id, labeler, spec FROM hypotheses h WHERE origin = 'user' OR decision IS NOT NULL "
+            "OR note IS NOT NULL OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
+        )
+        relabelled = [
+            (r["hypothesis_id"], label(heldout, r["labeler"], json.loads(r["spec"]), session, rng))
+            for r in kept.iter_rows(named=True)
+            if r["labeler"] == "verifier" or session is not None
+        ]
+        with store.transaction():
+            keep_ids = kept["hypothesis_id"].to_list()
+            store.execute(
+                "DELETE FROM hypothesis_labels WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids]
+            )
+            store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
+            _write_drafts(store, labelled, session, config)
+            for hypothesis_id, labels in relabelled:
+                replace_labels(store, hypothesis_id, labels)
+            for feature_id, text in explanations.items():
+                store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
+            results = revalidate(store, heldout, config, np.random.default_rng([config.seed, 5]))
+        statuses = [v.status for v in results]
+        record.metrics = {
+            "sources": len(sources),
+            "drafts": len(drafts),
+            "tested": len(results),
+            **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive")},
+            **(session.meter.summary() if session else {}),
+        }
+        return len(drafts)
+
+
+def _write_drafts(
+    store: Store, labelled: list[tuple[Draft, pl.DataFrame]], session: LLMSession | None, config: AnalyzeConfig
+) -> None:
+    first = store.next_id("hypotheses", "hypothesis_id")
+    now = datetime.now(UTC).replace(tzinfo=None)
+    rows = []
+    for offset, (draft, _) in enumerate(labelled):
+        provenance = {
+            **draft.provenance,
+            **labeler_provenance(draft.labeler, session, config),
+            "labeler_discovery_delta": draft.discovery_delta,
+        }
+        rows.append(
+            {
+                "hypothesis_id": first + offset,
+                "statement": draft.statement,
+                "direction": draft.direction,
+                "labeler": draft.labeler,
+                "spec": json.dumps(draft.spec),
+                "status": "proposed",
+                "origin": draft.origin,
+                "provenance": json.dumps(provenance, default=str),
+                "created_at": now,
+            }
+        )
+    if rows:
+        store.append("hypotheses", pl.DataFrame(rows).with_columns(pl.col("hypothesis_id").cast(pl.Int32)))
+    for offset, (_, labels) in enumerate(labelled):
+        replace_labels(store, first + offset, labels)
+
+
+def _explain(store: Store, session: LLMSession, sources) -> dict[int, str]:
+    """LLM explanations for the features hypotheses were drafted from (top-activating discovery examples)."""
+    ids = list(dict.fromkeys(f for s in sources for f in s.feature_ids))[:EXPLAINED_FEATURES]
+    if not ids:
+        return {}
+    features = store.frame(
+        "SELECT feature_id, label, top_ngrams FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+    )
+    examples = store.frame(
+        "SELECT e.feature_id, s.text FROM feature_examples e JOIN segments s USING (segment_id) "
+        "JOIN rollouts r USING (rollout_key) WHERE r.split = 'discovery' AND e.rank < 3 "
+        "AND e.feature_id IN (SELECT unnest(?::BIGINT[])) ORDER BY e.feature_id, e.rank",
+        [ids],
+    )
+    by_feature: dict[int, list[str]] = {}
+    for feature_id, text in examples.iter_rows():
+        by_feature.setdefault(feature_id, []).append(text)
+    pairs = explanation_requests(features, by_feature)
+    answers = session.ask_many([r for _, r in pairs])
+    return {f: a.data["explanation"] for (f, _), a in zip(pairs, answers, strict=True) if isinstance(a, LLMResult)}
