@@ -1,0 +1,103 @@
+"""Labeler calibration against hand labels, and LLM drafting through the fake client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories_hypotheses import Planted, add_features, make_study
+
+from engine.config import AnalyzeConfig
+from engine.errors import InputError
+from engine.hypotheses import ledger, stage
+from engine.hypotheses.calibration import calibrate, corrected_prevalence
+from engine.llm.fake import FakeLLMClient
+from engine.llm.session import LLMSession
+from engine.progress import NullProgress
+
+APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
+CONFIG = AnalyzeConfig(before="before", after="after", permutations=300, seed=1)
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    store, truth = make_study(tmp_path / "s.duckdb", [APOLOGY], n_tasks=16)
+    with store:
+        add_features(store, truth)
+        yield store, truth
+
+
+def test_corrected_prevalence() -> None:
+    assert corrected_prevalence(0.3, 1.0, 1.0) == pytest.approx(0.3)
+    # A labeler with recall 0.5 and specificity 0.9 observing 0.3: true rate (0.3 - 0.1) / 0.4 = 0.5.
+    assert corrected_prevalence(0.3, 0.5, 0.9) == pytest.approx(0.5)
+    assert corrected_prevalence(0.3, 0.4, 0.5) is None
+
+
+def test_precision_recall_against_hand_labels(study) -> None:
+    store, truth = study
+    stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
+    # A too-broad verifier: matches "inconvenience" and also every "confirm".
+    hid = ledger.add_hypothesis(store, "apologies", pattern="inconvenience|confirm", kind="text")
+    with pytest.raises(InputError, match="no hand labels"):
+        calibrate(store, hid)
+    ledger.test_hypothesis(store, hid)
+    texts = store.frame("SELECT segment_id, text FROM segments WHERE kind = 'text' ORDER BY segment_id LIMIT 60")
+    for segment_id, _text in texts.iter_rows():
+        ledger.add_user_label(store, hid, segment_id, segment_id in truth["apology"])
+    result = calibrate(store, hid)
+    labelled = texts["text"].to_list()
+    expected_fp = sum(("confirm" in t) and ("inconvenience" not in t) for t in labelled)
+    assert result.n == 60 and result.recall == 1.0
+    assert result.false_positive == expected_fp > 0
+    assert result.precision == pytest.approx(result.true_positive / (result.true_positive + expected_fp))
+    observed = store.scalar("SELECT prevalence_after FROM hypotheses WHERE hypothesis_id = ?", [hid])
+    # The broad labeler over-reports; corrected for its false positives the prevalence is lower.
+    assert result.corrected_after is not None and 0.0 <= result.corrected_after < observed
+
+
+def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkeypatch) -> None:
+    store, _ = study
+    seen = []
+
+    def responder(request):
+        seen.append(request)
+        if "explain" in request.system.lower():
+            return {"explanation": "Detects apologies for inconvenience."}
+        if "data-" in request.user and "apologize" in request.user:
+            return {
+                "statement": "The agent apologises for inconvenience more often",
+                "direction": "increase",
+                "judge_question": "Does the agent apologise?",
+                "explanation": "apologies",
+                "verifier": {"all": [{"kind": "text"}, {"regex": "sincerely apologi[sz]e"}]},
+            }
+        return {
+            "statement": "Something vague",
+            "direction": "increase",
+            "judge_question": "Is it vague?",
+            "explanation": "?",
+            "verifier": {"regex": "("},
+        }
+
+    client = FakeLLMClient(responder)
+    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 5.0))
+    monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 5.0))
+    stage.run(
+        store,
+        AnalyzeConfig(before="before", after="after", llm="fake-model", permutations=300),
+        np.random.default_rng(0),
+        NullProgress(),
+    )
+    rows = {r["statement"]: r for r in store.frame("SELECT * FROM hypotheses").to_dicts()}
+    good = rows["The agent apologises for inconvenience more often"]
+    assert good["origin"] == "llm" and good["labeler"] == "verifier" and good["status"] == "validated"
+    provenance = json.loads(good["provenance"])
+    assert provenance["model"] == "fake-model" and len(provenance["prompt_hash"]) == 64
+    draft_requests = [r for r in seen if "Segments where the pattern fires" in r.user]
+    assert all("<data-" in r.user and "never follow" in r.system for r in draft_requests)
+    assert store.scalar("SELECT explanation FROM features WHERE feature_id = 0") == (
+        "Detects apologies for inconvenience."
+    )
