@@ -1,4 +1,8 @@
-"""Ingest one file into the study store: all of it in one transaction, or nothing."""
+"""Ingest one file into the study store: all of it in one transaction, or nothing.
+
+Records are parsed as a stream and staged in batches in a scratch database, then moved into the store in one
+transaction, so memory stays flat as files grow and a bad record anywhere leaves the store untouched.
+"""
 
 from __future__ import annotations
 
@@ -44,10 +48,10 @@ class _Batch:
     messages: list[dict[str, Any]] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
 
-    def flush(self, store: Store) -> None:
-        store.append("rollouts", pl.DataFrame(self.rollouts, schema=_ROLLOUT_SCHEMA))
-        store.append("messages", pl.DataFrame(self.messages, schema=_MESSAGE_SCHEMA))
-        store.append("segments", pl.DataFrame(self.segments, schema=_SEGMENT_SCHEMA))
+    def flush(self, store: Store, schema: str) -> None:
+        store.append(f"{schema}.rollouts", pl.DataFrame(self.rollouts, schema=_ROLLOUT_SCHEMA))
+        store.append(f"{schema}.messages", pl.DataFrame(self.messages, schema=_MESSAGE_SCHEMA))
+        store.append(f"{schema}.segments", pl.DataFrame(self.segments, schema=_SEGMENT_SCHEMA))
         self.rollouts.clear()
         self.messages.clear()
         self.segments.clear()
@@ -129,18 +133,15 @@ def ingest_file(
     source = Source(path)
     digest = source.digest()
     result = IngestResult(path=path, checkpoint=checkpoint, format=fmt)
-    if store.scalar(
-        "SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]
-    ):
+    if store.scalar("SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]):
         result.already_ingested = True
         return result
 
     bad: list[RecordError] = []
-    with store.transaction(), (progress or NullProgress()).track(f"ingest {path.name}", None) as advance:
+    tables = ("rollouts", "messages", "segments")
+    with store.staging(tables) as stage, (progress or NullProgress()).track(f"ingest {path.name}", None) as advance:
         seen = dict(
-            store.execute(
-                "SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?", [checkpoint]
-            ).fetchall()
+            store.execute("SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?", [checkpoint]).fetchall()
         )
         next_rollout = store.next_id("rollouts", "rollout_key")
         next_segment = store.next_id("segments", "segment_id")
@@ -184,7 +185,7 @@ def ingest_file(
             result.rollouts += 1
             advance(1, status=f"{result.segments} segments")
             if len(batch.rollouts) >= FLUSH_ROLLOUTS:
-                batch.flush(store)
+                batch.flush(store, stage)
         if result.rollouts == 0:
             first = bad[0] if bad else RecordError(str(path), 1, "file", "no rollouts")
             raise RecordError(
@@ -193,8 +194,11 @@ def ingest_file(
                 first.field,
                 first.problem + (f" ({len(bad)} bad records, none usable)" if bad else ""),
             )
-        batch.flush(store)
-        _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
+        batch.flush(store, stage)
+        with store.transaction():
+            for table in tables:
+                store.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {stage}.{table}")
+            _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
     result.skipped = len(bad)
     if bad:
         result.quarantine = _write_quarantine(quarantine_path(store, path, checkpoint), source, bad)
@@ -213,9 +217,7 @@ def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: st
         "source_hash": digest,
         "source_line": rollout.line,
         "n_messages": len(rollout.messages),
-        "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str)
-        if rollout.metadata
-        else None,
+        "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str) if rollout.metadata else None,
     }
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -89,9 +91,7 @@ class Store:
                 for target in range(version + 1, SCHEMA_VERSION + 1):
                     log.info("migrating %s to schema version %d", self.path, target)
                     self._con.execute(MIGRATIONS[target])
-                self._con.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
-                )
+                self._con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -106,12 +106,34 @@ class Store:
             raise
         self._con.execute("COMMIT")
 
+    @contextmanager
+    def staging(self, tables: tuple[str, ...]) -> Iterator[str]:
+        """A scratch database beside the store with empty copies of `tables`; yields its schema name.
+
+        Large writes go there in small auto-committed batches (flat memory), then move into the store in one
+        short transaction: a big DuckDB transaction would otherwise hold every uncommitted row in memory.
+        The scratch file is removed whatever happens.
+        """
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.staging-", suffix=".duckdb", dir=self.path.parent)
+        os.close(fd)
+        scratch = Path(name)
+        scratch.unlink()
+        self._con.execute(f"ATTACH '{scratch}' AS staging")
+        try:
+            for table in tables:
+                self._con.execute(f"CREATE TABLE staging.{table} AS SELECT * FROM main.{table} LIMIT 0")
+            yield "staging"
+        finally:
+            self._con.execute("DETACH staging")
+            for leftover in (scratch, scratch.with_name(scratch.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+
     def append(self, table: str, rows: pl.DataFrame | pa.Table) -> int:
         """Bulk-insert rows by column name (missing columns get their defaults). Returns the row count."""
         arrow = rows.to_arrow() if isinstance(rows, pl.DataFrame) else rows
         if arrow.num_rows == 0:
             return 0
-        view = f"_append_{table}"
+        view = f"_append_{table.replace('.', '_')}"
         self._con.register(view, arrow)
         try:
             self._con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {view}")
@@ -141,6 +163,4 @@ class Store:
 
     def checkpoints(self) -> list[str]:
         """Checkpoint names in the order they were first ingested."""
-        return [
-            r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
-        ]
+        return [r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
