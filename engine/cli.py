@@ -39,13 +39,10 @@ def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_ba
     for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
         result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=RichBar(err))
         if result.already_ingested:
-            err.print(
-                f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do"
-            )
+            err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
             continue
         err.print(
-            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} "
-            f"into {checkpoint!r}",
+            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {checkpoint!r}",
             markup=False,
         )
         if result.warnings:
@@ -169,17 +166,13 @@ def _analyze_options(parser: argparse.ArgumentParser) -> None:
         help="transformers model id or local folder (default: embedded all-MiniLM-L6-v2)",
     )
     group.add_argument("--layer", type=int, help="hidden layer the SAE reads (default: per reader)")
-    group.add_argument(
-        "--sae", default="train", help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID"
-    )
+    group.add_argument("--sae", default="train", help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID")
     group.add_argument(
         "--llm",
         help="Claude model id, or 'none' for the offline path "
         "(default: a Claude model when ANTHROPIC_API_KEY is set, else none)",
     )
-    group.add_argument(
-        "--holdout", type=float, default=0.5, help="share held out for validation (default 0.5)"
-    )
+    group.add_argument("--holdout", type=float, default=0.5, help="share held out for validation (default 0.5)")
     group.add_argument("--seed", type=int, default=0)
     group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     group.add_argument("--max-cost", type=float, default=5.0, help="USD cap on LLM spending (default 5)")
@@ -197,9 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(
-        name: str, handler: Callable[[argparse.Namespace], int], help: str
-    ) -> argparse.ArgumentParser:
+    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         return p
@@ -251,9 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:  # an internal error: say so, with the trace under -vv
         log.debug("internal error", exc_info=True)
-        sys.stderr.write(
-            f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)\n"
-        )
+        sys.stderr.write(f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)\n")
         return 1
 
 

@@ -55,8 +55,7 @@ def study_summary(store: Store) -> StudySummary:
     counts = {
         (c, k): n
         for c, k, n in store.execute(
-            "SELECT r.checkpoint, s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
-            "GROUP BY ALL"
+            "SELECT r.checkpoint, s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) GROUP BY ALL"
         ).fetchall()
     }
     result = []

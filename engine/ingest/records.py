@@ -56,9 +56,7 @@ class Rollout:
                 if getattr(m, key) is not None:
                     out[key] = getattr(m, key)
             if m.tool_calls:
-                out["tool_calls"] = [
-                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls
-                ]
+                out["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls]
             messages.append(out)
         record: dict[str, Any] = {"rollout_id": self.rollout_id, "task_id": self.task_id}
         for key in ("environment_id", "trial", "reward"):
@@ -165,9 +163,7 @@ class RecordReader:
         reasoning = raw.get("reasoning", raw.get("reasoning_content"))
         if reasoning is not None and not isinstance(reasoning, str):
             raise self.fail(f"{where}.reasoning", f"expected a string, got {type(reasoning).__name__}")
-        calls = [
-            self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls") or [])
-        ]
+        calls = [self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls") or [])]
         is_error = raw.get("is_error", raw.get("error"))
         tool_call_id = raw.get("tool_call_id")
         if isinstance(content, list):
@@ -179,9 +175,7 @@ class RecordReader:
                 role, tool_call_id, block_error = "tool", result[0], result[1]
                 is_error = block_error if is_error is None else is_error
         elif content is not None and not isinstance(content, str):
-            raise self.fail(
-                f"{where}.content", f"expected a string or a list of blocks, got {type(content).__name__}"
-            )
+            raise self.fail(f"{where}.content", f"expected a string or a list of blocks, got {type(content).__name__}")
         if role != "assistant" and calls:
             raise self.fail(f"{where}.tool_calls", f"only assistant messages make tool calls, not {role!r}")
         if role == "tool" and is_error is None and content:
