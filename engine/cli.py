@@ -138,6 +138,81 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_tui(args)
 
 
+def cmd_deltas(args: argparse.Namespace) -> int:
+    from engine.console import deltas_table
+    from engine.deltas import ranked_deltas, testing_summary
+    from engine.store import Store
+
+    with Store(_existing(args.store), read_only=True) as store:
+        rows = ranked_deltas(store, args.kind, args.top)
+        if rows.height == 0:
+            raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
+        out.print(deltas_table(rows, testing_summary(store)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from engine.report import write_report
+    from engine.store import Store
+
+    if Path(args.output).suffix.lower() not in (".md", ".html", ".htm"):
+        raise InputError(f"-o {args.output}: expected a .md or .html file")
+    with Store(_existing(args.store), read_only=True) as store:
+        write_report(store, Path(args.output))
+    err.print(f"wrote {args.output}", markup=False)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from engine.mcp_server import serve
+
+    serve(_existing(args.store))
+    return 0
+
+
+def cmd_hypothesis_add(args: argparse.Namespace) -> int:
+    from engine.hypotheses.ledger import add_hypothesis
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        hypothesis_id = add_hypothesis(
+            store, args.statement, pattern=args.pattern, kind=args.kind, judge=args.judge, direction=args.direction
+        )
+    out.print(
+        f"added hypothesis {hypothesis_id}; test it with `rldiff hypothesis test {args.store} {hypothesis_id}`",
+        markup=False,
+    )
+    return 0
+
+
+def cmd_hypothesis_test(args: argparse.Namespace) -> int:
+    from engine.console import validation_text
+    from engine.hypotheses.ledger import test_hypothesis
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        out.print(validation_text(test_hypothesis(store, args.id, llm=args.llm)))
+    return 0
+
+
+def cmd_hypothesis_decide(args: argparse.Namespace) -> int:
+    from engine.hypotheses.ledger import decide
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        decide(store, args.id, None if args.decision == "undecided" else args.decision, args.note)
+    return 0
+
+
+def cmd_hypothesis_label(args: argparse.Namespace) -> int:
+    from engine.hypotheses.ledger import add_user_label
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        add_user_label(store, args.id, args.segment, args.label == "yes")
+    return 0
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
     from tui.app import run
 
@@ -190,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+    def command(name: str, handler: Callable[[argparse.Namespace], int] | None, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(handler=handler)
         return p
@@ -216,6 +291,47 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("info", cmd_info, "print the study summary")
     p.add_argument("store")
+
+    p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
+    p.add_argument("store")
+    p.add_argument("--kind", choices=("reasoning", "text", "tool_call", "any"), help="only this segment kind")
+    p.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
+
+    p = command("report", cmd_report, "write the findings as markdown or self-contained HTML")
+    p.add_argument("store")
+    p.add_argument("-o", "--output", default="report.md", help="report.md or report.html (default report.md)")
+
+    p = command("mcp", cmd_mcp, "serve the study to MCP clients (Claude Code, ...) over stdio")
+    p.add_argument("store")
+
+    hyp = command("hypothesis", None, "add, test and triage hypotheses")  # each action sets its own handler
+    hsub = hyp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = hsub.add_parser("add", help="add your own hypothesis")
+    p.set_defaults(handler=cmd_hypothesis_add)
+    p.add_argument("store")
+    p.add_argument("statement")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--pattern", help="regex verifier: a segment is positive when it matches")
+    how.add_argument("--judge", help="yes/no question an LLM judge answers for each segment")
+    p.add_argument("--kind", choices=("reasoning", "text", "tool_call"), help="only segments of this kind")
+    p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
+    p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
+    p.set_defaults(handler=cmd_hypothesis_test)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument("--llm", help="judge model (judge hypotheses only)")
+    p = hsub.add_parser("decide", help="record your triage decision and note")
+    p.set_defaults(handler=cmd_hypothesis_decide)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument("decision", choices=("accepted", "rejected", "undecided"))
+    p.add_argument("--note")
+    p = hsub.add_parser("label", help="label one segment yourself, to calibrate the labeler")
+    p.set_defaults(handler=cmd_hypothesis_label)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument("segment", type=int)
+    p.add_argument("label", choices=("yes", "no"))
 
     p = command("tui", cmd_tui, "triage the study in the terminal UI")
     p.add_argument("store")

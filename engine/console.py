@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
+import polars as pl
 from rich.table import Table
 from rich.text import Text
 
 from engine.summary import SEGMENT_KINDS, StudySummary
+
+if TYPE_CHECKING:
+    from engine.hypotheses.validate import Validation
 
 
 def _pct(x: float) -> str:
@@ -37,3 +42,48 @@ def summary_table(summary: StudySummary) -> Table:
         "correlated."
     )
     return table
+
+
+def _pts(x: float | None) -> str:
+    return "–" if x is None or math.isnan(x) else f"{100 * x:+.1f}"
+
+
+def deltas_table(rows: pl.DataFrame, tested: dict[str, int]) -> Table:
+    """Ranked deltas: label, kind, prevalence before/after, delta in points with its CI, q."""
+    table = Table(
+        title="Deltas (discovery split), most significant first", title_justify="left", caption_justify="left"
+    )
+    for name, justify in (
+        ("feature", "left"),
+        ("kind", "left"),
+        ("before", "right"),
+        ("after", "right"),
+        ("Δ pts (95% CI)", "right"),
+        ("q", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=name != "feature")
+    for r in rows.iter_rows(named=True):
+        ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
+        table.add_row(
+            Text(r["label"]),
+            r["kind"],
+            _pct(r["prevalence_before"]),
+            _pct(r["prevalence_after"]),
+            f"{_pts(r['delta'])} ({ci})",
+            "–" if r["q_value"] is None else f"{r['q_value']:.3g}",
+        )
+    table.caption = ", ".join(f"{n} {what}" for what, n in tested.items())
+    return table
+
+
+def validation_text(v: Validation) -> Text:
+    """One line for a hypothesis test: status, held-out prevalence before -> after, q, and why."""
+    line = Text(f"hypothesis {v.hypothesis_id}: ", style="bold")
+    line.append(v.status, style={"validated": "green", "rejected": "red"}.get(v.status, "yellow"))
+    line.append(
+        f"  held-out {_pct(v.prevalence_before)} -> {_pct(v.prevalence_after)} "
+        f"(Δ {_pts(v.delta)} pts, 95% CI {_pts(v.ci_low)}…{_pts(v.ci_high)}), "
+        f"q {'–' if v.q_value is None else f'{v.q_value:.3g}'}, {v.n_labeled} segments labelled\n"
+    )
+    line.append(v.reason)
+    return line
