@@ -34,7 +34,8 @@ def ngrams(text: str, max_n: int = 3) -> set[str]:
 
 def ngram_regex(grams: list[str]) -> str:
     """A case-insensitive pattern (use with ignore_case) matching any of `grams` as whole words."""
-    parts = [r"\s+".join(re.escape(w) for w in g.split()) for g in sorted(grams, key=lambda g: (-len(g), g))]
+    # Words of an n-gram may be separated by any punctuation as well as space, as the tokenizer skips it.
+    parts = [r"\W+".join(re.escape(w) for w in g.split()) for g in sorted(grams, key=lambda g: (-len(g), g))]
     return r"\b(?:" + "|".join(parts) + r")\b"
 
 
@@ -82,10 +83,13 @@ class NgramIndex:
         hits = np.zeros(len(self.grams), dtype=bool)
         single = {c: self.matches({c}) for c in candidates}
         for _ in range(max_grams):
-            scored = [(sign * self.z(hits | m), c) for c, m in single.items() if c not in chosen]
+            # Ties go to the longer phrase: it reads better and over-matches less.
+            scored = [
+                (sign * self.z(hits | m), len(c.split()), len(c), c) for c, m in single.items() if c not in chosen
+            ]
             if not scored:
                 break
-            score, gram = max(scored)
+            score, *_, gram = max(scored)
             if score <= best + 0.5:  # each added phrase must earn its place
                 break
             chosen.append(gram)

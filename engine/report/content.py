@@ -1,0 +1,97 @@
+"""What a report shows, gathered from the store through the typed queries."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.store import Store, queries
+from engine.store.queries import ClusterRow, DeltaFilter, DeltaRow, HypothesisExample, HypothesisRow, StudySummary
+
+TOP_DELTAS = 15
+TOP_CLUSTERS = 10
+EXAMPLES = 2
+
+
+@dataclass(frozen=True)
+class ReportContent:
+    summary: StudySummary
+    validated: list[HypothesisRow]
+    others: list[HypothesisRow]  # rejected, inconclusive, proposed
+    examples: dict[int, list[HypothesisExample]]
+    deltas: list[DeltaRow]
+    clusters: list[ClusterRow]
+    stage_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    llm_cost: float = 0.0
+
+
+def gather(store: Store) -> ReportContent:
+    con = store.cursor()
+    rows = queries.hypotheses(con)
+    validated = [h for h in rows if h.status == "validated"]
+    others = [h for h in rows if h.status != "validated"]
+    configs = {
+        stage: json.loads(config)
+        for stage, config in con.execute(
+            "SELECT stage, arg_max(config, finished_at) FROM runs WHERE status = 'done' GROUP BY stage"
+        ).fetchall()
+    }
+    return ReportContent(
+        summary=queries.study_summary(con),
+        validated=validated,
+        others=others,
+        examples={h.hypothesis_id: queries.hypothesis_examples(con, h.hypothesis_id, EXAMPLES) for h in validated},
+        deltas=queries.delta_page(con, DeltaFilter(sort="q"), limit=TOP_DELTAS).rows,
+        clusters=queries.clusters(con)[:TOP_CLUSTERS],
+        stage_configs=configs,
+        llm_cost=float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_cache").fetchone()[0]),
+    )
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def pts(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:+.1f}"
+
+
+def q_text(q: float | None) -> str:
+    return "n/a" if q is None else f"{q:.2g}"
+
+
+def method_lines(content: ReportContent) -> list[str]:
+    """Plain sentences on how the numbers were made (shared by both formats)."""
+    hyp = content.stage_configs.get("hypotheses", {})
+    drafter = f"LLM {hyp['llm']}" if hyp.get("llm") else "offline (extractive: n-gram and tool-name verifiers)"
+    lines = [
+        "Features (SAE latents and structural features) were compared between checkpoints on the discovery "
+        "split; p-values come from permuting checkpoint labels among rollouts within each task, q-values from "
+        "Benjamini-Hochberg across everything tested, CIs from a bootstrap over tasks.",
+        "Hypotheses were drafted from significant clusters and features on the discovery split and tested only "
+        "on held-out rollouts, with the same permutation design on the labeler's verdicts and a BH correction "
+        f"across hypotheses (FDR {hyp.get('fdr', 0.05)}).",
+        f"Drafting: {drafter}; seed {hyp.get('seed', 'n/a')}; {hyp.get('permutations', 'n/a')} permutations.",
+    ]
+    if content.llm_cost:
+        lines.append(f"LLM spending recorded in the store: ${content.llm_cost:.2f}.")
+    return lines
+
+
+def provenance_text(h: HypothesisRow) -> str:
+    p = h.provenance or {}
+    parts = [f"origin {h.origin}", f"labeler {p.get('labeler', h.labeler)}"]
+    if p.get("cluster_id") is not None:
+        parts.append(f"cluster {p['cluster_id']}")
+    if p.get("feature_ids"):
+        parts.append("features " + ", ".join(str(f) for f in p["feature_ids"][:5]))
+    if p.get("model"):
+        parts.append(f"model {p['model']}")
+    if p.get("prompt_hash"):
+        parts.append(f"prompt {str(p['prompt_hash'])[:12]}")
+    if p.get("split"):
+        parts.append(f"split {p['split']}")
+    if p.get("seed") is not None:
+        parts.append(f"seed {p['seed']}")
+    return "; ".join(parts)

@@ -1,0 +1,92 @@
+"""The report as one self-contained HTML page: inline CSS and SVG, no scripts, every text escaped."""
+
+from __future__ import annotations
+
+from html import escape
+
+from engine.llm.fence import clean
+from engine.report.content import ReportContent, method_lines, pct, provenance_text, pts, q_text
+from engine.report.svg import delta_dot, prevalence_bars
+
+CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;width:100%;margin:.5em 0 1.5em}td,th{border-bottom:1px solid #ddd;padding:4px 6px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}.finding{border:1px solid #ddd;border-radius:6px;
+padding:.6em 1em;margin:1em 0}.evidence{background:#fafafa;border-left:3px solid #f58518;padding:.3em .6em;
+margin:.3em 0;white-space:pre-wrap}.muted{color:#666}"""
+
+
+def h(text: object, limit: int = 600) -> str:
+    """Escape anything shown (transcript text included) after stripping control characters."""
+    return escape(clean(str(text), limit)) if text is not None else ""
+
+
+def render_html(content: ReportContent) -> str:
+    s = content.summary
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>rldiff report: {h(s.before)} vs {h(s.after)}</title><style>{CSS}</style></head><body>",
+        f"<h1>rldiff report: {h(s.before)} &rarr; {h(s.after)}</h1><h2>Study</h2>",
+        "<table><tr><th>checkpoint</th><th>tasks</th><th>rollouts</th><th>success rate</th><th>95% CI</th></tr>",
+    ]
+    for c in s.checkpoints:
+        ci = f"[{c.reward_ci[0]:.1%}, {c.reward_ci[1]:.1%}]" if c.reward_ci else "n/a"
+        parts.append(
+            f"<tr><td>{h(c.checkpoint)}</td><td>{c.n_tasks}</td><td>{c.n_rollouts}</td>"
+            f"<td>{pct(c.mean_reward)}</td><td>{ci}</td></tr>"
+        )
+    parts.append(f"</table><p class='muted'>{s.n_features} features, {s.n_hypotheses} hypotheses.</p>")
+    parts.append(f"<h2>Validated findings ({len(content.validated)})</h2>")
+    if not content.validated:
+        parts.append("<p>No hypothesis was validated on the held-out split.</p>")
+    for f in content.validated:
+        parts.append(
+            f"<div class='finding'><h3>{f.hypothesis_id}. {h(f.statement)}</h3>"
+            f"{prevalence_bars(f.prevalence_before, f.prevalence_after, f.ci_low, f.ci_high)}"
+            f"<p>Held-out prevalence {pct(f.prevalence_before)} &rarr; {pct(f.prevalence_after)}: delta "
+            f"{pts(f.delta)} pts, 95% CI [{pts(f.ci_low)}, {pts(f.ci_high)}], q = {q_text(f.q_value)}, "
+            f"{f.n_labeled or 0} segments labelled."
+            + (f" Association with reward: {f.reward_assoc:+.2f}." if f.reward_assoc is not None else "")
+            + f"</p><p class='muted'>{h(provenance_text(f))}</p>"
+        )
+        if f.decision or f.note:
+            parts.append(f"<p>Decision: <b>{h(f.decision or 'none')}</b> {h(f.note or '')}</p>")
+        for ex in content.examples.get(f.hypothesis_id, []):
+            seg = ex.segment
+            parts.append(
+                f"<div class='evidence'><span class='muted'>{h(seg.checkpoint)} · task {h(seg.task_id)} · "
+                f"rollout {h(seg.rollout_id)}</span>\n{h(ex.evidence or seg.text, 400)}</div>"
+            )
+        parts.append("</div>")
+    parts.append(
+        f"<h2>Rejected and inconclusive ({len(content.others)})</h2><table><tr><th>id</th>"
+        "<th>statement</th><th>status</th><th>why</th><th>decision</th></tr>"
+    )
+    for o in content.others:
+        parts.append(
+            f"<tr><td>{o.hypothesis_id}</td><td>{h(o.statement)}</td><td>{h(o.status)}</td>"
+            f"<td>{h(o.reason)}</td><td>{h(o.decision or '')} {h(o.note or '')}</td></tr>"
+        )
+    span = max([abs(x) for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta) if x is not None] or [0.1])
+    parts.append(
+        "</table><h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
+        "<th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q</th></tr>"
+    )
+    for d in content.deltas:
+        parts.append(
+            f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{pct(d.prevalence_before)}</td>"
+            f"<td>{pct(d.prevalence_after)}</td><td>{pts(d.delta)}</td>"
+            f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td></tr>"
+        )
+    parts.append(
+        "</table><h2>Clusters</h2><table><tr><th>cluster</th><th>label</th><th>kind</th><th>size</th>"
+        "<th>delta (pts)</th><th>q</th></tr>"
+    )
+    for c in content.clusters:
+        parts.append(
+            f"<tr><td>{c.cluster_id}</td><td>{h(c.label)}</td><td>{h(c.kind)}</td><td>{c.size}</td>"
+            f"<td>{pts(c.delta)}</td><td>{q_text(c.q_value)}</td></tr>"
+        )
+    parts.append("</table><h2>Method and provenance</h2><ul>")
+    parts += [f"<li>{h(line)}</li>" for line in method_lines(content)]
+    parts.append("</ul></body></html>")
+    return "\n".join(parts)

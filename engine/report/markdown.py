@@ -1,0 +1,97 @@
+"""The report as Markdown. Rollout text is escaped: no raw HTML or table breaks from transcripts."""
+
+from __future__ import annotations
+
+from html import escape
+
+from engine.llm.fence import clean
+from engine.report.content import ReportContent, method_lines, pct, provenance_text, pts, q_text
+from engine.store.queries import HypothesisRow
+
+EXCERPT = 240
+
+
+def md(text: str | None, limit: int = EXCERPT) -> str:
+    """Transcript or user text made inert for Markdown: control characters gone, HTML escaped, one line."""
+    if not text:
+        return ""
+    flat = " ".join(clean(text, limit).split())
+    return escape(flat).replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
+
+
+def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
+    lines = [
+        f"### {h.hypothesis_id}. {md(h.statement, 400)}",
+        "",
+        f"- Prevalence on held-out: **{pct(h.prevalence_before)} -> {pct(h.prevalence_after)}** "
+        f"(delta {pts(h.delta)} pts, 95% CI [{pts(h.ci_low)}, {pts(h.ci_high)}], q = {q_text(h.q_value)}, "
+        f"{h.n_labeled or 0} segments labelled)",
+    ]
+    if h.reward_assoc is not None:
+        lines.append(f"- Association with reward within checkpoint and task: {h.reward_assoc:+.2f}")
+    lines.append(f"- Provenance: {md(provenance_text(h), 400)}")
+    if h.decision or h.note:
+        lines.append(f"- Decision: {h.decision or 'none'}" + (f"; note: {md(h.note, 600)}" if h.note else ""))
+    for ex in content.examples.get(h.hypothesis_id, []):
+        seg = ex.segment
+        lines.append(
+            f"- Evidence ({md(seg.checkpoint)}, task {md(seg.task_id)}, rollout {md(seg.rollout_id)}): "
+            f'"{md(ex.evidence or seg.text)}"'
+        )
+    return [*lines, ""]
+
+
+def render_markdown(content: ReportContent) -> str:
+    s = content.summary
+    out = [
+        f"# rldiff report: {md(s.before)} -> {md(s.after)}",
+        "",
+        "## Study",
+        "",
+        "| checkpoint | tasks | rollouts | success rate | 95% CI |",
+        "|---|---|---|---|---|",
+    ]
+    for c in s.checkpoints:
+        ci = f"[{c.reward_ci[0]:.1%}, {c.reward_ci[1]:.1%}]" if c.reward_ci else "n/a"
+        out.append(f"| {md(c.checkpoint)} | {c.n_tasks} | {c.n_rollouts} | {pct(c.mean_reward)} | {ci} |")
+    out += [
+        "",
+        f"{s.n_features} features, {s.n_hypotheses} hypotheses.",
+        "",
+        f"## Validated findings ({len(content.validated)})",
+        "",
+    ]
+    if not content.validated:
+        out += ["No hypothesis was validated on the held-out split.", ""]
+    for h in content.validated:
+        out += _finding(h, content)
+    out += [
+        f"## Rejected and inconclusive ({len(content.others)})",
+        "",
+        "| id | statement | status | why | decision |",
+        "|---|---|---|---|---|",
+    ]
+    for h in content.others:
+        out.append(
+            f"| {h.hypothesis_id} | {md(h.statement, 160)} | {h.status} | {md(h.reason, 300)} | "
+            f"{h.decision or ''}{' (' + md(h.note, 120) + ')' if h.note else ''} |"
+        )
+    out += [
+        "",
+        "## Top feature deltas (discovery split)",
+        "",
+        "| feature | kind | before | after | delta (pts) | 95% CI | q |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for d in content.deltas:
+        out.append(
+            f"| {md(d.label, 80)} | {d.kind} | {pct(d.prevalence_before)} | {pct(d.prevalence_after)} | "
+            f"{pts(d.delta)} | [{pts(d.ci_low)}, {pts(d.ci_high)}] | {q_text(d.q_value)} |"
+        )
+    out += ["", "## Clusters", "", "| cluster | label | kind | size | delta (pts) | q |", "|---|---|---|---|---|---|"]
+    for c in content.clusters:
+        out.append(
+            f"| {c.cluster_id} | {md(c.label, 80)} | {c.kind} | {c.size} | {pts(c.delta)} | {q_text(c.q_value)} |"
+        )
+    out += ["", "## Method and provenance", "", *[f"- {line}" for line in method_lines(content)], ""]
+    return "\n".join(out)

@@ -1,0 +1,65 @@
+"""The report in both formats, from a study with validated, rejected and user-triaged hypotheses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from factories_hypotheses import Planted, add_features, make_study
+
+from engine.config import AnalyzeConfig
+from engine.errors import InputError
+from engine.hypotheses import ledger, stage
+from engine.progress import NullProgress
+from engine.report import write_report
+
+HOSTILE = "<script>alert(1)</script> | `x` **bold**"
+APOLOGY = Planted("apology", "text", f"I sincerely apologize for the inconvenience. {HOSTILE}", 0.05, 0.45)
+
+
+@pytest.fixture
+def study(tmp_path: Path):
+    store, truth = make_study(tmp_path / "s.duckdb", [APOLOGY], n_tasks=16)
+    with store:
+        add_features(store, truth)
+        stage.run(
+            store,
+            AnalyzeConfig(before="before", after="after", permutations=300),
+            np.random.default_rng(0),
+            NullProgress(),
+        )
+        hid = ledger.add_hypothesis(store, "More departures <b>talk</b>", pattern="departs")
+        ledger.test_hypothesis(store, hid)
+        ledger.decide(store, hid, "rejected", note="just filler <i>noise</i>")
+        yield store, hid
+
+
+def test_markdown_report(study, tmp_path: Path) -> None:
+    store, hid = study
+    text = write_report(store, tmp_path / "r.md").read_text()
+    assert "# rldiff report: before -> after" in text
+    assert "## Validated findings (1)" in text
+    assert re.search(r"Prevalence on held-out: \*\*\d+\.\d% -> \d+\.\d%\*\*", text)
+    assert "Evidence (after" in text
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "More departures &lt;b&gt;talk&lt;/b&gt;" in text and "just filler &lt;i&gt;noise&lt;/i&gt;" in text
+    assert "| rejected" in text or "| inconclusive" in text
+    assert "## Method and provenance" in text and "offline (extractive" in text
+
+
+def test_html_report_is_self_contained_and_escaped(study, tmp_path: Path) -> None:
+    store, _ = study
+    text = write_report(store, tmp_path / "r.html").read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.count("<svg") >= 1
+    assert "<script" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert not re.search(r"(src|href)=['\"]https?:", text)
+    assert "<b>talk</b>" not in text and "&lt;b&gt;talk&lt;/b&gt;" in text
+    assert "Validated findings (1)" in text
+
+
+def test_unknown_suffix_is_refused(study, tmp_path: Path) -> None:
+    store, _ = study
+    with pytest.raises(InputError, match=".md or .html"):
+        write_report(store, tmp_path / "r.pdf")
