@@ -264,8 +264,7 @@ def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 
     total = int(con.execute(f"SELECT count(*) {base}", params).fetchone()[0])
     rows = _rows(
         con,
-        f"SELECT {_DELTA_COLUMNS} {base} ORDER BY {_DELTA_ORDER[flt.sort]}, d.feature_id, d.kind "
-        "LIMIT ? OFFSET ?",
+        f"SELECT {_DELTA_COLUMNS} {base} ORDER BY {_DELTA_ORDER[flt.sort]}, d.feature_id, d.kind LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
     return DeltaPage(rows=[_delta_row(r) for r in rows], offset=offset, total=total)
@@ -337,9 +336,7 @@ class FeatureDetail:
     clusters: list[tuple[int, str]]
 
 
-_SEGMENT_REF = (
-    "s.segment_id, s.rollout_key, r.checkpoint, r.rollout_id, r.task_id, s.message_index, s.kind, s.text"
-)
+_SEGMENT_REF = "s.segment_id, s.rollout_key, r.checkpoint, r.rollout_id, r.task_id, s.message_index, s.kind, s.text"
 
 
 def _segment_ref(r: dict[str, Any]) -> SegmentRef:
@@ -460,8 +457,7 @@ class ClusterMember:
 def clusters(con: Connection) -> list[ClusterRow]:
     """All clusters, the strongest combined change first."""
     return [
-        ClusterRow(**r)
-        for r in _rows(con, "SELECT * FROM clusters ORDER BY abs(delta) DESC NULLS LAST, cluster_id")
+        ClusterRow(**r) for r in _rows(con, "SELECT * FROM clusters ORDER BY abs(delta) DESC NULLS LAST, cluster_id")
     ]
 
 
@@ -557,9 +553,7 @@ def hypothesis(con: Connection, hypothesis_id: int) -> HypothesisRow | None:
 
 def top_findings(con: Connection, limit: int = 10) -> list[HypothesisRow]:
     """Validated hypotheses not rejected by the user, most significant first."""
-    return _hypothesis_rows(
-        con, "status = 'validated' AND coalesce(decision, '') <> 'rejected'", [], limit=limit
-    )
+    return _hypothesis_rows(con, "status = 'validated' AND coalesce(decision, '') <> 'rejected'", [], limit=limit)
 
 
 @dataclass(frozen=True)
@@ -786,3 +780,72 @@ def search(con: Connection, text: str, limit: int = 8) -> list[SearchHit]:
         ).fetchall()
     ]
     return hits
+
+
+# -- added for the MCP server -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SegmentActivation:
+    """A feature that fires on one segment, with its activation."""
+
+    feature_id: int
+    name: str
+    label: str
+    source: str
+    activation: float
+
+
+def segment_activations(con: Connection, segment_id: int, limit: int = 10) -> list[SegmentActivation]:
+    """The features with the strongest activations on one segment."""
+    return [
+        SegmentActivation(**r)
+        for r in _rows(
+            con,
+            "SELECT f.feature_id, f.name, f.label, f.source, sf.activation FROM segment_features sf "
+            "JOIN features f USING (feature_id) WHERE sf.segment_id = ? "
+            "ORDER BY sf.activation DESC, f.feature_id LIMIT ?",
+            [segment_id, limit],
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class AnalysisCounts:
+    """How far the analysis got and what it found: what an agent needs to decide where to look first."""
+
+    rollouts_by_split: dict[str, int]
+    n_deltas_tested: int
+    n_deltas_significant: int
+    n_clusters: int
+    hypotheses_by_status: dict[str, int]
+    decisions: dict[str, int]
+
+
+def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
+    """Rollouts per split ('unsplit' before the split is drawn), tested and significant (q <= `fdr`) deltas,
+    clusters, hypotheses per status and the user's decisions ('undecided' for none)."""
+    splits = {
+        str(split or "unsplit"): int(n)
+        for split, n in con.execute("SELECT split, count(*) FROM rollouts GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    tested, significant = con.execute(
+        "SELECT count(*) FILTER (WHERE tested), count(*) FILTER (WHERE tested AND q_value <= ?) FROM feature_deltas",
+        [fdr],
+    ).fetchall()[0]
+    statuses = {
+        str(s): int(n)
+        for s, n in con.execute("SELECT status, count(*) FROM hypotheses GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    decisions = {
+        str(d or "undecided"): int(n)
+        for d, n in con.execute("SELECT decision, count(*) FROM hypotheses GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    return AnalysisCounts(
+        rollouts_by_split=splits,
+        n_deltas_tested=int(tested),
+        n_deltas_significant=int(significant),
+        n_clusters=int(con.execute("SELECT count(*) FROM clusters").fetchall()[0][0]),
+        hypotheses_by_status=statuses,
+        decisions=decisions,
+    )

@@ -44,9 +44,7 @@ def set_decision(con: Connection, hypothesis_id: int, decision: str | None) -> N
 def set_note(con: Connection, hypothesis_id: int, note: str) -> None:
     """Replace the user's note on a hypothesis (an empty note clears it)."""
     _require_hypothesis(con, hypothesis_id)
-    con.execute(
-        "UPDATE hypotheses SET note = ? WHERE hypothesis_id = ?", [note.strip() or None, hypothesis_id]
-    )
+    con.execute("UPDATE hypotheses SET note = ? WHERE hypothesis_id = ?", [note.strip() or None, hypothesis_id])
 
 
 def set_user_label(con: Connection, hypothesis_id: int, segment_id: int, label: bool) -> None:
@@ -60,9 +58,7 @@ def set_user_label(con: Connection, hypothesis_id: int, segment_id: int, label: 
     )
 
 
-def add_user_hypothesis(
-    con: Connection, statement: str, direction: str, labeler: str, spec: dict[str, Any]
-) -> int:
+def add_user_hypothesis(con: Connection, statement: str, direction: str, labeler: str, spec: dict[str, Any]) -> int:
     """Add a hypothesis the user wrote, status 'proposed' until tested. Returns its id."""
     if not statement.strip():
         raise InputError("a hypothesis needs a statement")
@@ -76,8 +72,7 @@ def add_user_hypothesis(
         con.execute(
             "INSERT INTO hypotheses (hypothesis_id, statement, direction, labeler, spec, status, origin, "
             "provenance, created_at) VALUES (?, ?, ?, ?, ?, 'proposed', 'user', ?, ?)",
-            [new_id, statement.strip(), direction, labeler, json.dumps(spec), json.dumps({"origin": "user"}),
-             _now()],
+            [new_id, statement.strip(), direction, labeler, json.dumps(spec), json.dumps({"origin": "user"}), _now()],
         )
     except BaseException:
         con.execute("ROLLBACK")

@@ -1,0 +1,550 @@
+"""A fixture store for the TUI and the store queries: every table filled with plausible, deterministic data.
+
+The engine stages are written in parallel, so the TUI is tested against stores built here by appending rows
+directly. `build_store` scales from a handful of rollouts (tests, snapshots) to the benchmark's 100k
+segments and 1M segment-feature rows; everything is drawn from one seeded generator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from engine.store import Store
+
+T0 = datetime(2025, 1, 6, 9, 30)
+CHECKPOINTS = ("standard", "tighter")
+KINDS = ("reasoning", "text", "tool_call", "any")
+TOOLS = (
+    "get_reservation_details",
+    "search_direct_flight",
+    "update_reservation_flights",
+    "cancel_reservation",
+    "transfer_to_human_agents",
+    "get_user_details",
+)
+STRUCTURAL = (
+    ("tool:transfer_to_human_agents", "calls transfer_to_human_agents (hand-off)"),
+    ("tool:get_reservation_details", "calls get_reservation_details"),
+    ("handoff_text", "mentions a hand-off to a human agent"),
+    ("question_to_user", "asks the user a question"),
+    ("multi_tool_calls", "several tool calls in one message"),
+    ("tool_error", "tool result is an error"),
+    ("length:long", "segment longer than 400 characters"),
+    ("offers_alternative", "offers an alternative flight or option"),
+)
+WORDS = (
+    "sorry apologize unfortunately policy cannot transfer human agent flight reservation cabin refund "
+    "baggage alternative option confirm booking economy business date change cancel insurance voucher "
+    "certificate upgrade delay compensation membership gold silver payment card points"
+).split()
+REASONING = (
+    "The user wants to change their flight. I should check the reservation first.",
+    "Policy says basic economy cannot be modified. I need to explain this and offer alternatives.",
+    "The request is outside what I can do; the policy allows a transfer to a human agent.",
+    "I must confirm the details with the user before updating the booking.",
+)
+TEXTS = (
+    "I'm sorry, but I can't change a basic economy reservation. Would you like to look at other options?",
+    "I have found two direct flights on that date. Which one would you prefer?",
+    "I'll transfer you to a human agent who can help with this request.",
+    "Your reservation has been updated. Is there anything else I can help you with?",
+    "Could you please confirm your user id and the reservation number?",
+    "Unfortunately the refund is not possible under the policy, but I can offer a travel certificate.",
+)
+USER_TURNS = (
+    "Hi, I need to change my flight to next Tuesday.",
+    "I want a refund for my cancelled trip.",
+    "Can you upgrade me to business class?",
+    "Just transfer me to a person please.",
+)
+HOSTILE = (
+    "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]\x1b[31mred\x1b[0m "
+    "\x1b]0;pwned title\x07bell\x07 \x9b2J csi8 \x1b[2J\x1bPdcs\x1b\\ end"
+)
+
+
+@dataclass(frozen=True)
+class FixtureSize:
+    n_tasks: int = 4
+    rollouts_per_task: int = 3  # per checkpoint
+    turns: int = 3  # assistant turns per rollout (each 2-4 segments)
+    n_sae_features: int = 16
+    segment_features: int | None = None  # rows; default ~6 per segment
+    n_hypotheses: int = 8
+    n_clusters: int = 3
+    labels_per_hypothesis: int = 12
+
+
+BENCH_SIZE = FixtureSize(
+    n_tasks=50,
+    rollouts_per_task=100,
+    turns=4,
+    n_sae_features=5000 - len(STRUCTURAL),
+    segment_features=1_000_000,
+    n_hypotheses=200,
+    n_clusters=60,
+    labels_per_hypothesis=50,
+)
+
+
+def _args(tool: str, rng: np.random.Generator) -> dict[str, object]:
+    if tool == "search_direct_flight":
+        return {"origin": "SFO", "destination": "JFK", "date": f"2024-05-{int(rng.integers(10, 29))}"}
+    if tool == "get_user_details":
+        return {"user_id": f"user_{int(rng.integers(100, 999))}"}
+    if tool == "transfer_to_human_agents":
+        return {"summary": "User asks for a change the policy does not allow."}
+    return {"reservation_id": f"R{int(rng.integers(10000, 99999))}"}
+
+
+def _rollouts(size: FixtureSize, rng: np.random.Generator, hostile: bool) -> tuple[list, list, list]:
+    rollouts, messages, segments = [], [], []
+    key = 0
+    for c_index, checkpoint in enumerate(CHECKPOINTS):
+        for t in range(size.n_tasks):
+            for trial in range(size.rollouts_per_task):
+                split = "discovery" if (t + trial) % 2 == 0 else "heldout"
+                reward = float(rng.random() < (0.45 + 0.15 * c_index))
+                msgs = [
+                    {"role": "system", "content": "You are an airline customer service agent. Follow the policy."},
+                    {"role": "user", "content": USER_TURNS[(t + trial) % len(USER_TURNS)]},
+                ]
+                for turn in range(size.turns):
+                    tools = [TOOLS[int(i)] for i in rng.choice(len(TOOLS), int(rng.integers(0, 3)), replace=False)]
+                    if c_index == 0 and turn == size.turns - 1 and rng.random() < 0.5:
+                        tools = ["transfer_to_human_agents"]
+                    calls = [
+                        {"id": f"c{turn}_{i}", "name": name, "arguments": _args(name, rng)}
+                        for i, name in enumerate(tools)
+                    ]
+                    text = TEXTS[int(rng.integers(len(TEXTS)))]
+                    if hostile and key == 0 and turn == 0:
+                        text = HOSTILE
+                        calls.append({"id": "c_h", "name": "get_user_details", "arguments": {"user_id": HOSTILE}})
+                    msgs.append(
+                        {
+                            "role": "assistant",
+                            "content": text,
+                            "reasoning": REASONING[int(rng.integers(len(REASONING)))],
+                            "tool_calls": calls,
+                        }
+                    )
+                    for call in calls:
+                        error = call["name"] == "cancel_reservation" and rng.random() < 0.5
+                        result = "Error: reservation not found" if error else json.dumps({"status": "ok"})
+                        msgs.append(
+                            {
+                                "role": "tool",
+                                "content": HOSTILE if hostile and key == 0 else result,
+                                "tool_call_id": call["id"],
+                                "name": call["name"],
+                                "is_error": error,
+                            }
+                        )
+                    msgs.append({"role": "user", "content": "Okay, thanks."})
+                for index, m in enumerate(msgs):
+                    calls = m.get("tool_calls")
+                    messages.append(
+                        {
+                            "rollout_key": key,
+                            "message_index": index,
+                            "role": m["role"],
+                            "content": m.get("content"),
+                            "reasoning": m.get("reasoning"),
+                            "tool_calls": json.dumps(calls) if calls is not None else None,
+                            "tool_call_id": m.get("tool_call_id"),
+                            "name": m.get("name"),
+                            "is_error": m.get("is_error"),
+                        }
+                    )
+                    if m["role"] != "assistant":
+                        continue
+                    parts = [
+                        ("reasoning", 0, m["reasoning"], None, None, "reasoning_field"),
+                        ("text", 0, m["content"], None, None, "content"),
+                    ]
+                    parts += [
+                        (
+                            "tool_call",
+                            i,
+                            f"{c['name']} {json.dumps(c['arguments'])}",
+                            c["name"],
+                            json.dumps(c["arguments"]),
+                            "tool_calls",
+                        )
+                        for i, c in enumerate(calls)
+                    ]
+                    for kind, part, text, tool, args, origin in parts:
+                        segments.append(
+                            {
+                                "segment_id": len(segments),
+                                "rollout_key": key,
+                                "message_index": index,
+                                "part_index": part,
+                                "kind": kind,
+                                "text": text,
+                                "tool_name": tool,
+                                "tool_args": args,
+                                "args_valid": True if tool else None,
+                                "origin": origin,
+                                "content_hash": f"h{len(segments)}",
+                            }
+                        )
+                rollouts.append(
+                    {
+                        "rollout_key": key,
+                        "checkpoint": checkpoint,
+                        "rollout_id": f"t{t}-r{trial}",
+                        "task_id": f"t{t}",
+                        "environment_id": "airline",
+                        "trial": trial,
+                        "reward": reward,
+                        "split": split,
+                        "source_hash": f"src{c_index}",
+                        "source_line": t * size.rollouts_per_task + trial + 1,
+                        "n_messages": len(msgs),
+                        "metadata": json.dumps({"domain": "airline"}),
+                    }
+                )
+                key += 1
+    return rollouts, messages, segments
+
+
+def _features(size: FixtureSize, rng: np.random.Generator, hostile: bool) -> pl.DataFrame:
+    rows = [
+        {
+            "feature_id": i,
+            "source": "structural",
+            "name": name,
+            "label": label,
+            "explanation": None,
+            "sae_index": None,
+            "threshold": 0.5,
+            "top_ngrams": None,
+            "run_id": "features-fixture",
+        }
+        for i, (name, label) in enumerate(STRUCTURAL)
+    ]
+    for j in range(size.n_sae_features):
+        words = [WORDS[int(w)] for w in rng.choice(len(WORDS), 3, replace=False)]
+        label = " · ".join(words)
+        if hostile and j == 0:
+            label = "[bold red]sorry[/] · \x1b[31mpolicy"
+        rows.append(
+            {
+                "feature_id": len(rows),
+                "source": "sae",
+                "name": f"sae:{j}",
+                "label": label,
+                "explanation": f"Fires on text about {words[0]} and {words[1]}." if j % 3 == 0 else None,
+                "sae_index": j,
+                "threshold": round(float(rng.uniform(0.05, 0.3)), 3),
+                "top_ngrams": json.dumps([[w, round(float(rng.uniform(1, 5)), 2)] for w in words]),
+                "run_id": "features-fixture",
+            }
+        )
+    return pl.DataFrame(rows)
+
+
+def _bh(p: np.ndarray) -> np.ndarray:
+    order = np.argsort(p)
+    ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
+    q = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty_like(q)
+    out[order] = np.minimum(q, 1.0)
+    return out
+
+
+def _deltas(n_features: int, tasks: list[str], rng: np.random.Generator) -> tuple[pl.DataFrame, pl.DataFrame]:
+    fid = np.repeat(np.arange(n_features), len(KINDS))
+    kind = np.tile(np.array(KINDS), n_features)
+    before = rng.uniform(0.01, 0.6, fid.size)
+    effect = rng.normal(0, 0.015, fid.size)
+    planted = rng.random(fid.size) < 0.08
+    effect[planted] += rng.choice([-1, 1], planted.sum()) * rng.uniform(0.08, 0.3, planted.sum())
+    effect[fid == 0] = -0.35  # the hand-off tool call goes down
+    after = np.clip(before + effect, 0.0, 1.0)
+    delta = after - before
+    tested = rng.random(fid.size) > 0.1
+    p = np.where(np.abs(delta) > 0.06, rng.uniform(1e-5, 0.004, fid.size), rng.uniform(0.01, 1.0, fid.size))
+    q = np.full(fid.size, np.nan)
+    q[tested] = _bh(p[tested])
+    half = rng.uniform(0.01, 0.05, fid.size)
+    deltas = pl.DataFrame(
+        {
+            "feature_id": fid,
+            "kind": kind,
+            "prevalence_before": before,
+            "prevalence_after": after,
+            "delta": delta,
+            "ratio": after / before,
+            "ci_low": delta - half,
+            "ci_high": delta + half,
+            "p_value": np.where(tested, p, np.nan),
+            "q_value": q,
+            "rollout_rate_before": np.minimum(1.0, before * 2),
+            "rollout_rate_after": np.minimum(1.0, after * 2),
+            "n_before": rng.integers(50, 500, fid.size),
+            "n_after": rng.integers(50, 500, fid.size),
+            "reward_assoc_before": rng.uniform(-0.3, 0.3, fid.size),
+            "reward_assoc_after": rng.uniform(-0.3, 0.3, fid.size),
+            "tested": tested,
+            "skip_reason": np.where(tested, None, "fires in under 1% of segments"),
+        }
+    ).with_columns(pl.col("p_value", "q_value").fill_nan(None))
+    n_t = len(tasks)
+    tfid = np.repeat(fid, n_t)
+    tb = np.clip(np.repeat(before, n_t) + rng.normal(0, 0.05, tfid.size), 0, 1)
+    ta = np.clip(np.repeat(after, n_t) + rng.normal(0, 0.05, tfid.size), 0, 1)
+    task_deltas = pl.DataFrame(
+        {
+            "feature_id": tfid,
+            "kind": np.repeat(kind, n_t),
+            "task_id": np.tile(np.array(tasks), fid.size),
+            "prevalence_before": tb,
+            "prevalence_after": ta,
+            "n_before": rng.integers(5, 60, tfid.size),
+            "n_after": rng.integers(5, 60, tfid.size),
+        }
+    )
+    return deltas, task_deltas
+
+
+def _tokens(text: str, rng: np.random.Generator, peak: float) -> str:
+    spans, start = [], 0
+    for word in text.split(" "):
+        end = start + len(word)
+        if word:
+            spans.append([start, end, round(float(peak * rng.random() ** 3), 3)])
+        start = end + 1
+    return json.dumps(spans)
+
+
+def _examples(
+    features: pl.DataFrame,
+    segments: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    rng: np.random.Generator,
+    per_checkpoint: int = 5,
+) -> pl.DataFrame:
+    seg = segments.join(rollouts.select("rollout_key", "checkpoint"), on="rollout_key")
+    by_checkpoint = {c: seg.filter(pl.col("checkpoint") == c) for c in CHECKPOINTS}
+    rows = []
+    for fid in features["feature_id"].to_list():
+        for checkpoint, frame in by_checkpoint.items():
+            picks = rng.choice(frame.height, min(per_checkpoint, frame.height), replace=False)
+            for rank, i in enumerate(picks):
+                activation = round(float(4.0 - rank * 0.5 + rng.random()), 3)
+                rows.append(
+                    {
+                        "feature_id": fid,
+                        "checkpoint": checkpoint,
+                        "rank": rank,
+                        "segment_id": frame["segment_id"][int(i)],
+                        "activation": activation,
+                        "tokens": _tokens(frame["text"][int(i)], rng, activation),
+                    }
+                )
+    return pl.DataFrame(rows)
+
+
+def _hypotheses(
+    size: FixtureSize, deltas: pl.DataFrame, segments: pl.DataFrame, rollouts: pl.DataFrame, rng: np.random.Generator
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    statuses = ("validated", "validated", "rejected", "inconclusive", "proposed")
+    heldout = (
+        segments.join(rollouts.select("rollout_key", "split"), on="rollout_key")
+        .filter(pl.col("split") == "heldout")["segment_id"]
+        .to_numpy()
+    )
+    rows, labels = [], []
+    for h in range(size.n_hypotheses):
+        status = statuses[h % len(statuses)]
+        tool = TOOLS[h % len(TOOLS)]
+        judge = h % 3 == 2
+        direction = "decrease" if h % 2 == 0 else "increase"
+        before = float(rng.uniform(0.05, 0.5))
+        delta = (-1 if direction == "decrease" else 1) * float(rng.uniform(0.02, 0.3))
+        tested = status != "proposed"
+        p = float(rng.uniform(1e-4, 0.01)) if status == "validated" else float(rng.uniform(0.05, 0.9))
+        rows.append(
+            {
+                "hypothesis_id": h,
+                "statement": (
+                    f"After training the agent asks whether the user has other requests before a hand-off ({h})"
+                    if judge
+                    else f"The agent calls {tool} {'less' if direction == 'decrease' else 'more'} "
+                    f"often in the tighter checkpoint ({h})"
+                ),
+                "direction": direction,
+                "labeler": "judge" if judge else "verifier",
+                "spec": json.dumps(
+                    {"question": "Does the agent offer alternatives before a hand-off?"}
+                    if judge
+                    else {"kind": "tool_call", "tool_name": tool}
+                ),
+                "status": status,
+                "origin": "llm" if judge else "extractive",
+                "prevalence_before": before if tested else None,
+                "prevalence_after": min(1.0, max(0.0, before + delta)) if tested else None,
+                "delta": delta if tested else None,
+                "ci_low": delta - 0.05 if tested else None,
+                "ci_high": delta + 0.05 if tested else None,
+                "p_value": p if tested else None,
+                "q_value": min(1.0, p * 3) if tested else None,
+                "mde": 0.12 if status == "inconclusive" else None,
+                "n_labeled": size.labels_per_hypothesis if tested else None,
+                "reward_assoc": float(rng.uniform(-0.3, 0.3)) if tested else None,
+                "reason": {
+                    "validated": "held-out prevalence changed in the stated direction (q < 0.05)",
+                    "rejected": "no held-out change in the stated direction",
+                    "inconclusive": "too few held-out segments to detect a 12-point change",
+                    "proposed": None,
+                }[status],
+                "decision": "accepted" if h == 1 else None,
+                "note": "checked by hand" if h == 1 else None,
+                "provenance": json.dumps({"cluster_id": h % max(1, size.n_clusters), "seed": 0, "split": "heldout"}),
+                "created_at": T0 + timedelta(minutes=h),
+                "tested_at": T0 + timedelta(hours=1) if tested else None,
+                "decided_at": T0 + timedelta(hours=2) if h == 1 else None,
+            }
+        )
+        if tested:
+            for sid in rng.choice(heldout, min(size.labels_per_hypothesis, heldout.size), replace=False):
+                labels.append(
+                    {
+                        "hypothesis_id": h,
+                        "segment_id": int(sid),
+                        "label": bool(rng.random() < 0.4),
+                        "evidence": "transfer" if rng.random() < 0.5 else None,
+                        "weight": 1.0,
+                    }
+                )
+    return pl.DataFrame(rows), pl.DataFrame(labels)
+
+
+def build_store(path: str | Path, size: FixtureSize = FixtureSize(), *, seed: int = 0, hostile: bool = False) -> Path:
+    """Write a complete study store at `path` (which must not exist) and return the path."""
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    rollouts_rows, message_rows, segment_rows = _rollouts(size, rng, hostile)
+    rollouts = pl.DataFrame(rollouts_rows)
+    segments = pl.DataFrame(segment_rows)
+    features = _features(size, rng, hostile)
+    tasks = sorted(set(rollouts["task_id"].to_list()))
+    deltas, task_deltas = _deltas(features.height, tasks, rng)
+    n_pairs = size.segment_features or segments.height * 6
+    flat = np.unique(rng.integers(0, segments.height * features.height, int(n_pairs * 1.02)))[:n_pairs]
+    segment_features = pl.DataFrame(
+        {
+            "segment_id": flat // features.height,
+            "feature_id": flat % features.height,
+            "activation": rng.gamma(2.0, 0.5, flat.size).astype(np.float32),
+        }
+    )
+    significant = deltas.filter(pl.col("q_value") < 0.05).sort("q_value")
+    clusters, members = [], []
+    for c in range(min(size.n_clusters, significant.height)):
+        member_rows = significant[c :: max(1, size.n_clusters)].head(6)
+        clusters.append(
+            {
+                "cluster_id": c,
+                "label": " / ".join(
+                    features.filter(pl.col("feature_id").is_in(member_rows["feature_id"].implode()))["label"].head(2)
+                ),
+                "kind": member_rows["kind"][0],
+                "size": member_rows.height,
+                "prevalence_before": float(member_rows["prevalence_before"].max()),
+                "prevalence_after": float(member_rows["prevalence_after"].max()),
+                "delta": float(member_rows["delta"].mean()),
+                "ci_low": float(member_rows["ci_low"].min()),
+                "ci_high": float(member_rows["ci_high"].max()),
+                "p_value": 1e-4 * (c + 1),
+                "q_value": 1e-3 * (c + 1),
+            }
+        )
+        members += [
+            {"cluster_id": c, "feature_id": int(f), "membership": round(0.6 + 0.4 * float(rng.random()), 3)}
+            for f in dict.fromkeys(member_rows["feature_id"].to_list())
+        ]
+    for c in clusters:
+        c["size"] = sum(1 for m in members if m["cluster_id"] == c["cluster_id"])
+    hypotheses, labels = _hypotheses(size, deltas, segments, rollouts, rng)
+    with Store(path) as store, store.transaction():
+        store.append(
+            "checkpoints",
+            pl.DataFrame(
+                {"checkpoint": list(CHECKPOINTS), "ordinal": [0, 1], "created_at": [T0, T0 + timedelta(minutes=1)]}
+            ),
+        )
+        store.append(
+            "sources",
+            pl.DataFrame(
+                {
+                    "source_hash": ["src0", "src1"],
+                    "checkpoint": list(CHECKPOINTS),
+                    "path": [f"sample_data/{c}.jsonl" for c in CHECKPOINTS],
+                    "format": ["jsonl", "jsonl"],
+                    "n_rollouts": [rollouts.height // 2] * 2,
+                    "n_skipped": [0, 0],
+                    "ingested_at": [T0, T0],
+                }
+            ),
+        )
+        store.append("rollouts", rollouts)
+        store.append("messages", pl.DataFrame(message_rows, infer_schema_length=None))
+        store.append("segments", segments)
+        store.append("features", features)
+        store.append("segment_features", segment_features)
+        store.append("feature_examples", _examples(features, segments, rollouts, rng))
+        store.append("feature_deltas", deltas)
+        store.append("feature_task_deltas", task_deltas)
+        if clusters:
+            store.append("clusters", pl.DataFrame(clusters))
+            store.append("cluster_members", pl.DataFrame(members))
+        store.append("hypotheses", hypotheses)
+        store.append("hypothesis_labels", labels)
+        store.append(
+            "user_labels",
+            labels.head(2).select("hypothesis_id", "segment_id", "label").with_columns(pl.lit(T0).alias("created_at")),
+        )
+        config = {"before": CHECKPOINTS[0], "after": CHECKPOINTS[1], "seed": seed}
+        stages = ("split", "features", "deltas", "clusters", "hypotheses")
+        store.append(
+            "runs",
+            pl.DataFrame(
+                {
+                    "run_id": [f"{s}-fixture" for s in stages],
+                    "stage": list(stages),
+                    "config": [json.dumps(config)] * len(stages),
+                    "input_hash": ["fixture"] * len(stages),
+                    "versions": [json.dumps({"rldiff": "0.1.0"})] * len(stages),
+                    "seed": [seed] * len(stages),
+                    "status": ["done"] * len(stages),
+                    "metrics": [json.dumps({"rows": i * 10}) for i in range(len(stages))],
+                    "started_at": [T0 + timedelta(minutes=5 * i) for i in range(len(stages))],
+                    "finished_at": [T0 + timedelta(minutes=5 * i + 4) for i in range(len(stages))],
+                }
+            ),
+        )
+        store.append(
+            "llm_cache",
+            pl.DataFrame(
+                {
+                    "prompt_hash": ["p0"],
+                    "model": ["fake"],
+                    "response": ['{"statement": "x"}'],
+                    "input_tokens": [10],
+                    "output_tokens": [5],
+                    "cost_usd": [0.0],
+                    "created_at": [T0],
+                }
+            ),
+        )
+    return path

@@ -1,0 +1,244 @@
+"""`rldiff tui STORE`: keyboard triage of a study over SSH. Start with `run(store_path)`.
+
+This module and everything it imports at start-up stay light: no torch, transformers, sae_lens, hdbscan or
+anthropic, and the store package (duckdb, polars, pyarrow) is imported by the worker that opens the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from textual.app import App
+from textual.reactive import reactive
+
+from engine.errors import InputError
+from tui import keymap
+from tui.commands import JumpProvider
+from tui.hypothesis_runner import ProgressLine, run_test, test_command
+from tui.messages import HypothesisTestFinished, HypothesisTestProgress, StoreStatusChanged
+from tui.screens.clusters import ClustersScreen
+from tui.screens.deltas import DeltasScreen
+from tui.screens.feature import FeatureScreen
+from tui.screens.help import HelpScreen
+from tui.screens.hypotheses import HypothesesScreen
+from tui.screens.overview import OverviewScreen
+from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen
+from tui.session import StoreSession, StoreStatus
+from tui.themes import DEFAULT_THEME, load_themes, variable_defaults
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HypothesisTestState:
+    """A hypothesis test running (or just finished) in a subprocess."""
+
+    hypothesis_id: int
+    completed: float | None = None
+    total: float | None = None
+    status: str = "starting…"
+    finished: bool = False
+    ok: bool = False
+
+
+class RldiffApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "rldiff"
+    MODES = {
+        "overview": OverviewScreen,
+        "deltas": DeltasScreen,
+        "clusters": ClustersScreen,
+        "hypotheses": HypothesesScreen,
+        "rollouts": RolloutsScreen,
+    }
+    BINDINGS = keymap.APP
+    COMMANDS = App.COMMANDS | {JumpProvider}
+    COMMAND_PALETTE_BINDING = "ctrl+p"
+
+    store_status: reactive[StoreStatus] = reactive(StoreStatus("opening"), always_update=True)
+    hypothesis_test: reactive[HypothesisTestState | None] = reactive(None)
+
+    def __init__(
+        self,
+        store_path: str | Path,
+        *,
+        theme: str | None = None,
+        keymap_path: Path | None = None,
+        theme_dirs: list[Path] | None = None,
+        retry_seconds: float = 3.0,
+    ) -> None:
+        super().__init__()
+        self.session = StoreSession(store_path)
+        self.compared: tuple[str | None, str | None] = (None, None)
+        self.checkpoints: list[str] = []
+        self.keymap_overrides, self._problems = keymap.load_keymap(keymap_path)
+        self._theme_name = theme
+        self._theme_dirs = theme_dirs
+        self._retry_seconds = retry_seconds
+        self._test_process: subprocess.Popen[str] | None = None
+        self._closing = False
+
+    # -- start-up ------------------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        themes, problems = load_themes(self._theme_dirs)
+        for theme in themes:
+            self.register_theme(theme)
+        self._problems += problems
+        wanted = self._theme_name or DEFAULT_THEME
+        if wanted in self.available_themes:
+            self.theme = wanted
+        else:
+            self._problems.append(f"no theme named {wanted!r}; have: {', '.join(sorted(self.available_themes))}")
+        self.set_keymap(self.keymap_overrides)
+        for problem in self._problems:
+            log.warning("%s", problem)
+            self.notify(problem, title="configuration", severity="warning", timeout=8)
+        self.switch_mode("overview")
+        self._open_store()
+        self.set_interval(self._retry_seconds, self._retry_store)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return variable_defaults(self.current_theme)
+
+    def _open_store(self) -> None:
+        def work() -> None:
+            status = self.session.open()
+            if status.readable:
+                from engine.store import queries
+
+                with self.session.cursor() as cur:
+                    compared = queries.compared_checkpoints(cur)
+                    names = [
+                        r[0] for r in cur.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
+                    ]
+                self.call_from_thread(self._set_checkpoints, compared, names)
+            self.post_message(StoreStatusChanged(status))
+
+        self.run_worker(work, thread=True, group="store-open", exclusive=True, exit_on_error=False)
+
+    def _set_checkpoints(self, compared: tuple[str | None, str | None], names: list[str]) -> None:
+        self.compared, self.checkpoints = compared, names
+
+    def _retry_store(self) -> None:
+        running = self.hypothesis_test is not None and not self.hypothesis_test.finished
+        if self.store_status.retry and not running and not self._closing:
+            self._open_store()
+
+    def on_store_status_changed(self, message: StoreStatusChanged) -> None:
+        self.store_status = message.status
+
+    # -- navigation ------------------------------------------------------------------------------------------
+
+    def open_feature(self, feature_id: int, kind: str | None = None) -> None:
+        self.push_screen(FeatureScreen(feature_id, kind))
+
+    def open_rollout(
+        self, rollout_key: int, *, segment_id: int | None = None, message_index: int | None = None
+    ) -> None:
+        self.push_screen(RolloutViewerScreen(rollout_key, segment_id=segment_id))
+
+    async def jump(self, category: str, item_id: int) -> None:
+        """Go to a feature, cluster, hypothesis or rollout (the command palette's targets)."""
+        if category == "feature":
+            self.open_feature(item_id)
+        elif category == "rollout":
+            self.open_rollout(item_id)
+        elif category in ("cluster", "hypothesis"):
+            await self.switch_mode("clusters" if category == "cluster" else "hypotheses")
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
+            screen = self.screen
+            if isinstance(screen, ClustersScreen):
+                screen.select_cluster(item_id)
+            elif isinstance(screen, HypothesesScreen):
+                screen.select(item_id)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keymap_overrides))
+
+    def action_next_theme(self) -> None:
+        names = sorted(self.available_themes)
+        ours = [n for n in names if n.startswith("rldiff-")] or names
+        self.theme = ours[(ours.index(self.theme) + 1) % len(ours)] if self.theme in ours else ours[0]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    # -- hypothesis tests in a subprocess --------------------------------------------------------------------
+
+    def start_hypothesis_test(self, hypothesis_id: int, command: list[str] | None = None) -> bool:
+        """Test a hypothesis in the background: release the store, run the test, reopen. False if refused."""
+        if self.hypothesis_test is not None and not self.hypothesis_test.finished:
+            self.notify(f"hypothesis {self.hypothesis_test.hypothesis_id} is still being tested", severity="warning")
+            return False
+        if not self.store_status.writable:
+            self.notify(
+                f"cannot test now: {self.store_status.message or 'the store is not writable'}", severity="warning"
+            )
+            return False
+        self.hypothesis_test = HypothesisTestState(hypothesis_id)
+        command = command or test_command(self.session.path, hypothesis_id)
+        self.run_worker(
+            partial(self._test_thread, hypothesis_id, command),
+            thread=True,
+            group="hypothesis-test",
+            exit_on_error=False,
+        )
+        return True
+
+    def _test_thread(self, hypothesis_id: int, command: list[str]) -> None:
+        self.session.release(
+            f"testing hypothesis {hypothesis_id} in the background: the test holds the store until it finishes"
+        )
+        self.post_message(StoreStatusChanged(self.session.status))
+
+        def progress(line: ProgressLine) -> None:
+            self.post_message(HypothesisTestProgress(hypothesis_id, line.completed, line.total, line.status))
+
+        try:
+            outcome = run_test(command, progress, on_start=partial(setattr, self, "_test_process"))
+        finally:
+            self._test_process = None
+            if not self._closing:
+                self.post_message(StoreStatusChanged(self.session.open()))
+        message = "done" if outcome.ok else (outcome.tail[-1] if outcome.tail else f"exit code {outcome.returncode}")
+        self.post_message(HypothesisTestFinished(hypothesis_id, outcome.ok, message))
+
+    def on_hypothesis_test_progress(self, message: HypothesisTestProgress) -> None:
+        if self.hypothesis_test is not None:
+            self.hypothesis_test = replace(
+                self.hypothesis_test,
+                completed=message.completed,
+                total=message.total if message.total is not None else self.hypothesis_test.total,
+                status=message.status,
+            )
+
+    def on_hypothesis_test_finished(self, message: HypothesisTestFinished) -> None:
+        self.hypothesis_test = HypothesisTestState(
+            message.hypothesis_id, status=message.message, finished=True, ok=message.ok
+        )
+        self.notify(
+            f"hypothesis {message.hypothesis_id}: test {'finished' if message.ok else 'failed'}"
+            + ("" if message.ok else f": {message.message}"),
+            severity="information" if message.ok else "error",
+            timeout=8,
+        )
+
+    # -- shutdown --------------------------------------------------------------------------------------------
+
+    def on_unmount(self) -> None:
+        self._closing = True
+        if self._test_process is not None and self._test_process.poll() is None:
+            self._test_process.terminate()
+        self.session.close()
+
+
+def run(store_path: str | Path, *, theme: str | None = None) -> None:
+    """Open the TUI on a study store (`rldiff tui STORE [--theme NAME]`). Raises InputError if there is none."""
+    path = Path(store_path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such store (create one with `rldiff ingest` or `rldiff compare`)")
+    RldiffApp(path, theme=theme).run()

@@ -1,0 +1,140 @@
+"""Messages that worker threads post back to the UI thread. Small dataclasses; widgets are touched only by
+their handlers, on the UI thread."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from engine.store.queries import (
+        ClusterMember,
+        ClusterRow,
+        DeltaFilter,
+        DeltaPage,
+        FeatureDetail,
+        HypothesisExample,
+        HypothesisRow,
+        LabelCandidate,
+        RolloutPage,
+        RolloutRow,
+        StudySummary,
+        Transcript,
+    )
+    from tui.session import StoreStatus
+
+
+@dataclass
+class StoreStatusChanged(Message):
+    status: StoreStatus
+
+
+@dataclass
+class QueryFailed(Message):
+    """A query or write did not complete; `unavailable` when the store could not be used at all."""
+
+    what: str
+    error: str
+    unavailable: bool
+
+
+@dataclass
+class OverviewLoaded(Message):
+    summary: StudySummary
+    findings: list[HypothesisRow]
+
+
+@dataclass
+class DeltaPageLoaded(Message):
+    page: DeltaPage
+    filter: DeltaFilter
+
+
+@dataclass
+class FeatureLoaded(Message):
+    feature_id: int
+    detail: FeatureDetail | None
+
+
+@dataclass
+class ClustersLoaded(Message):
+    clusters: list[ClusterRow]
+
+
+@dataclass
+class ClusterMembersLoaded(Message):
+    cluster_id: int
+    members: list[ClusterMember]
+
+
+@dataclass
+class HypothesesLoaded(Message):
+    hypotheses: list[HypothesisRow]
+    select: int | None
+
+
+@dataclass
+class HypothesisExamplesLoaded(Message):
+    hypothesis_id: int
+    examples: list[HypothesisExample]
+
+
+@dataclass
+class HypothesisSaved(Message):
+    """A decision, note or new hypothesis was written; `row` is the hypothesis as stored now."""
+
+    row: HypothesisRow
+
+
+@dataclass
+class HypothesisTestProgress(Message):
+    hypothesis_id: int
+    completed: float | None
+    total: float | None
+    status: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, HypothesisTestProgress) and message.hypothesis_id == self.hypothesis_id
+
+
+@dataclass
+class HypothesisTestFinished(Message):
+    hypothesis_id: int
+    ok: bool
+    message: str
+
+
+@dataclass
+class LabelCandidatesLoaded(Message):
+    candidates: list[LabelCandidate]
+
+
+@dataclass
+class UserLabelSaved(Message):
+    segment_id: int
+    label: bool
+
+
+@dataclass
+class RolloutPageLoaded(Message):
+    page: RolloutPage
+    checkpoint: str | None
+    search: str
+
+
+@dataclass
+class TranscriptLoaded(Message):
+    transcript: Transcript | None
+    counterparts: list[RolloutRow]
+    other: Transcript | None = None
+
+
+@dataclass
+class Jump(Message):
+    """Go to a feature, cluster, hypothesis or rollout (from the command palette or a link)."""
+
+    category: str
+    id: int
+    extra: Any = None

@@ -1,0 +1,114 @@
+"""What every rldiff screen shares: the top bars, the footer, and running store work in thread workers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from tui.messages import QueryFailed
+from tui.session import StoreReadOnly, StoreStatus, StoreUnavailable
+from tui.themes import Palette
+from tui.widgets.banner import NavBar, StoreBanner
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from tui.app import RldiffApp
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class StoreWork:
+    """Store queries and writes in thread workers, for screens and modal screens."""
+
+    _stale: bool
+
+    @property
+    def rldiff(self) -> RldiffApp:
+        return self.app  # type: ignore[attr-defined,return-value]
+
+    @property
+    def palette(self) -> Palette:
+        return Palette.from_variables(self.app.theme_variables)  # type: ignore[attr-defined]
+
+    def run_query(
+        self,
+        what: str,
+        fn: Callable[[duckdb.DuckDBPyConnection], T],
+        done: Callable[[T], Message],
+        *,
+        write: bool = False,
+    ) -> None:
+        """Run `fn(cursor)` in a thread worker and post `done(result)` back; a newer call with the same
+        `what` supersedes an older one (its result is dropped). Failures come back as `QueryFailed`."""
+        session = self.rldiff.session
+        post = self.post_message  # type: ignore[attr-defined]
+
+        def work() -> None:
+            worker = get_current_worker()
+            try:
+                with session.writer() if write else session.cursor() as cur:
+                    result = fn(cur)
+            except (StoreUnavailable, StoreReadOnly) as exc:
+                self._stale = self._stale or not write
+                post(QueryFailed(what, str(exc), unavailable=True))
+                return
+            except Exception as exc:  # shown to the user; the app keeps running
+                log.exception("%s failed", what)
+                post(QueryFailed(what, f"{type(exc).__name__}: {exc}", unavailable=False))
+                return
+            if not worker.is_cancelled:
+                post(done(result))
+
+        self.run_worker(  # type: ignore[attr-defined]
+            work, name=what, group=what, thread=True, exclusive=True, exit_on_error=False
+        )
+
+    def on_query_failed(self, message: QueryFailed) -> None:
+        if not message.unavailable:
+            self.notify(message.error, title=f"{message.what} failed", severity="error")  # type: ignore[attr-defined]
+        elif message.what.startswith("save"):
+            self.notify(message.error, title="not saved", severity="warning")  # type: ignore[attr-defined]
+
+
+class RldiffScreen(StoreWork, Screen[Any]):
+    """A screen over the store. Subclasses compose their body in `compose_body` and load data in `reload`."""
+
+    NAV = "overview"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stale = True
+
+    def compose(self) -> ComposeResult:
+        yield NavBar(self.NAV, self.rldiff.session.path.name)
+        yield StoreBanner()
+        yield from self.compose_body()
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "store_status", self._store_status_changed)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
+
+    def _store_status_changed(self, status: StoreStatus) -> None:
+        self.query_one(StoreBanner).show_status(status)
+        if status.readable and self._stale:
+            self._stale = False
+            self.reload()
+
+    def reload(self) -> None:
+        """Load (again) everything the screen shows."""
+
+    def restyle(self) -> None:
+        """Redraw what carries theme colours in Rich text (the theme changed)."""

@@ -1,0 +1,206 @@
+"""Screen 2: the ranked deltas, filtered and sorted in the store and loaded a page at a time."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Input, Static
+
+from tui import keymap
+from tui.messages import DeltaPageLoaded
+from tui.numbers import pct, pvalue
+from tui.safe_text import one_line
+from tui.screens.base import RldiffScreen
+from tui.widgets.delta_bar import delta_bar
+from tui.widgets.paged_table import PagedTable
+
+if TYPE_CHECKING:
+    from engine.store.queries import DeltaFilter, DeltaRow
+
+KINDS = (None, "reasoning", "text", "tool_call", "any")
+KIND_SHORT = {"reasoning": "reas", "text": "text", "tool_call": "tool", "any": "any"}
+DIRECTIONS = (None, "increase", "decrease")
+SOURCES = (None, "sae", "structural")
+# (label, max_q, tested_only)
+Q_FILTERS = (("tested", None, True), ("q≤0.05", 0.05, True), ("q≤0.01", 0.01, True), ("all", None, False))
+SORTS = (("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("q", "q"), ("label", "label"))
+PAGE = 200
+FIXED_WIDTH = 4 + 3 + 6 + 6 + 16 + 6 + 2 * 7 + 2  # columns other than the label, padding, scrollbar
+
+
+def _cycle(options: tuple, current: object) -> object:
+    return options[(options.index(current) + 1) % len(options)]
+
+
+class DeltasScreen(RldiffScreen):
+    NAV = "deltas"
+    AUTO_FOCUS = "#deltas"
+    BINDINGS = keymap.DELTAS
+
+    def __init__(self) -> None:
+        super().__init__()
+        from engine.store.queries import DeltaFilter
+
+        self.filter: DeltaFilter = DeltaFilter()
+        self._q_label = "tested"
+        self._scale = 0.1
+        self._rows: list[DeltaRow] = []
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="delta-filters")
+        yield Input(placeholder="search labels (Enter: back to the table, Esc: clear)", id="delta-search")
+        yield PagedTable(id="deltas")
+
+    def on_mount(self) -> None:
+        table = self.query_one(PagedTable)
+        for label, width in (
+            ("feature", None),
+            ("kind", 4),
+            ("src", 3),
+            ("before", 6),
+            ("after", 6),
+            ("Δ pp", 16),
+            ("q", 6),
+        ):
+            table.add_column(label, width=width)
+        self._show_filters()
+        super().on_mount()
+
+    # -- loading ---------------------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        self._load(0)
+
+    def _load(self, offset: int) -> None:
+        from engine.store import queries
+
+        flt = self.filter
+        self.run_query(
+            "deltas" if offset == 0 else "deltas-more",
+            lambda cur: queries.delta_page(cur, flt, offset, PAGE),
+            lambda page: DeltaPageLoaded(page, flt),
+        )
+
+    def on_delta_page_loaded(self, message: DeltaPageLoaded) -> None:
+        if message.filter != self.filter:
+            return  # a newer filter is loading
+        page = message.page
+        table = self.query_one(PagedTable)
+        if page.offset == 0:
+            self._rows = []
+            table.reset(page.total)
+            self._scale = max((abs(r.delta or 0.0) for r in page.rows), default=0.0) or 0.1
+        elif page.offset != len(self._rows):
+            return
+        self._rows += page.rows
+        table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in page.rows), page.total)
+        self._show_filters()
+
+    def on_paged_table_more_wanted(self, message: PagedTable.MoreWanted) -> None:
+        self._load(message.offset)
+
+    def _cells(self, row: DeltaRow) -> list[Text]:
+        palette = self.palette
+        label_width = max(12, self.app.size.width - FIXED_WIDTH)
+        return [
+            one_line(row.label, label_width),
+            Text(KIND_SHORT.get(row.kind, row.kind[:4])),
+            Text("sae" if row.source == "sae" else "str", style="dim"),
+            Text(pct(row.prevalence_before), justify="right"),
+            Text(pct(row.prevalence_after), justify="right"),
+            delta_bar(row.delta, self._scale, palette),
+            Text(
+                pvalue(row.q_value) if row.tested else "untst",
+                justify="right",
+                style="bold" if (row.q_value or 1) <= 0.05 else "",
+            ),
+        ]
+
+    def restyle(self) -> None:
+        table = self.query_one(PagedTable)
+        cursor = table.cursor_row
+        total = table.total
+        table.reset(total)
+        table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in self._rows), total)
+        if self._rows:
+            table.move_cursor(row=min(cursor, len(self._rows) - 1))
+
+    def on_resize(self) -> None:
+        self.restyle()
+
+    def _show_filters(self) -> None:
+        f = self.filter
+        text = Text(" ", end="", no_wrap=True, overflow="ellipsis")
+        for key, name, value in (
+            ("f", "kind", f.kind or "all"),
+            ("d", "dir", f.direction or "all"),
+            ("s", "src", f.source or "all"),
+            ("g", "q", self._q_label),
+            ("o", "sort", dict((v, k) for k, v in SORTS)[f.sort]),
+        ):
+            text.append(f"{key}", style="bold underline")
+            text.append(f" {name}:{value}  ")
+        if f.search:
+            text.append(f"/{f.search}  ", style="italic")
+        table = self.query_one(PagedTable)
+        text.append(f"{table.loaded}/{table.total} rows", style="dim")
+        self.query_one("#delta-filters", Static).update(text)
+
+    # -- actions ---------------------------------------------------------------------------------------------
+
+    def set_filter(self, flt: DeltaFilter) -> None:
+        self.filter = flt
+        self._show_filters()
+        self.reload()
+
+    def action_cycle_kind(self) -> None:
+        self.set_filter(replace(self.filter, kind=_cycle(KINDS, self.filter.kind)))
+
+    def action_cycle_direction(self) -> None:
+        self.set_filter(replace(self.filter, direction=_cycle(DIRECTIONS, self.filter.direction)))
+
+    def action_cycle_source(self) -> None:
+        self.set_filter(replace(self.filter, source=_cycle(SOURCES, self.filter.source)))
+
+    def action_cycle_q(self) -> None:
+        labels = [q[0] for q in Q_FILTERS]
+        label, max_q, tested_only = Q_FILTERS[(labels.index(self._q_label) + 1) % len(Q_FILTERS)]
+        self._q_label = label
+        self.set_filter(replace(self.filter, max_q=max_q, tested_only=tested_only))
+
+    def action_cycle_sort(self) -> None:
+        keys = [s[1] for s in SORTS]
+        self.set_filter(replace(self.filter, sort=keys[(keys.index(self.filter.sort) + 1) % len(keys)]))
+
+    def action_search(self) -> None:
+        search = self.query_one("#delta-search", Input)
+        search.display = True
+        search.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "delta-search" and event.value.strip() != self.filter.search:
+            self.set_filter(replace(self.filter, search=event.value.strip()))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(PagedTable).focus()
+
+    def key_escape(self) -> None:
+        search = self.query_one("#delta-search", Input)
+        if search.has_focus:
+            search.value = ""
+            search.display = False
+            self.query_one(PagedTable).focus()
+
+    def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
+        self._open(event.cursor_row)
+
+    def action_open_feature(self) -> None:
+        self._open(self.query_one(PagedTable).cursor_row)
+
+    def _open(self, index: int) -> None:
+        if 0 <= index < len(self._rows):
+            row = self._rows[index]
+            self.rldiff.open_feature(row.feature_id, row.kind)

@@ -1,0 +1,165 @@
+"""The feature screen: what a feature is, how it changed (overall and per task), and where it fires."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+
+from tui import keymap
+from tui.messages import FeatureLoaded
+from tui.numbers import interval, pct, pp, pvalue, signed
+from tui.safe_text import one_line, safe
+from tui.screens.base import RldiffScreen
+from tui.widgets.token_text import highlighted_tokens
+
+if TYPE_CHECKING:
+    from engine.store.queries import FeatureDetail, TaskDelta
+    from tui.themes import Palette
+
+
+def _bar(value: float | None, width: int, style: str) -> Text:
+    cells = 0 if value is None else round(max(0.0, min(1.0, value)) * width)
+    return Text("█" * cells + "·" * (width - cells), style=style, end="")
+
+
+def stats_table(detail: FeatureDetail, palette: Palette) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    for column in ("kind", "before", "after", "Δ pp", "95% CI", "q", "rollouts", "reward b/a"):
+        table.add_column(column, justify="left" if column == "kind" else "right", no_wrap=True)
+    for d in detail.deltas:
+        r = d.row
+        style = palette.more if (r.delta or 0) > 0 else palette.less
+        table.add_row(
+            r.kind,
+            pct(r.prevalence_before),
+            pct(r.prevalence_after),
+            Text(pp(r.delta), style=style),
+            interval(r.ci_low, r.ci_high, 0),
+            pvalue(r.q_value) if r.tested else Text("untst", style="dim"),
+            f"{pct(d.rollout_rate_before, 0)}→{pct(d.rollout_rate_after, 0)}",
+            f"{signed(d.reward_assoc_before)}/{signed(d.reward_assoc_after)}",
+        )
+    return table
+
+
+def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
+    for column in ("task", "before", "", "after", "", "Δ pp"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("", "Δ pp") else "left")
+    for t in rows:
+        delta = (
+            None
+            if t.prevalence_before is None or t.prevalence_after is None
+            else (t.prevalence_after - t.prevalence_before)
+        )
+        table.add_row(
+            one_line(t.task_id, 16),
+            _bar(t.prevalence_before, width, palette.before),
+            pct(t.prevalence_before, 0),
+            _bar(t.prevalence_after, width, palette.after),
+            pct(t.prevalence_after, 0),
+            Text(pp(delta), style=palette.more if (delta or 0) > 0 else palette.less),
+        )
+    return table
+
+
+class FeatureScreen(RldiffScreen):
+    BINDINGS = keymap.FEATURE
+    NAV = "deltas"
+    AUTO_FOCUS = "#feature-examples"
+
+    def __init__(self, feature_id: int, kind: str | None = None) -> None:
+        super().__init__()
+        self.feature_id = feature_id
+        self.kind = kind
+        self.detail: FeatureDetail | None = None
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(Text(f"feature {self.feature_id}: loading…"), id="feature-head")
+        yield Static(id="feature-stats")
+        with TabbedContent(id="feature-tabs"):
+            with TabPane("Examples", id="examples"):
+                yield OptionList(id="feature-examples")
+            with TabPane("By task", id="tasks"):
+                with VerticalScroll():
+                    yield Static(id="feature-tasks")
+
+    def reload(self) -> None:
+        from engine.store import queries
+
+        feature_id = self.feature_id
+        self.run_query(
+            "feature", lambda cur: queries.feature_detail(cur, feature_id), lambda d: FeatureLoaded(feature_id, d)
+        )
+
+    def on_feature_loaded(self, message: FeatureLoaded) -> None:
+        self.detail = message.detail
+        self.restyle()
+        self.query_one("#feature-examples", OptionList).focus()
+
+    def restyle(self) -> None:
+        detail = self.detail
+        head = self.query_one("#feature-head", Static)
+        if detail is None:
+            if hasattr(self, "_loaded_once"):
+                head.update(Text(f"no feature with id {self.feature_id}", style="bold"))
+            return
+        self._loaded_once = True
+        palette = self.palette
+        title = safe(detail.label, "bold", max_chars=200)
+        title.append(f"\n{detail.name} · {detail.source} · fires above {detail.threshold:g}", style="dim")
+        if detail.clusters:
+            title.append(" · cluster " + ", ".join(str(c) for c, _ in detail.clusters), style="dim")
+        if detail.explanation:
+            title.append("\n")
+            title.append_text(safe(detail.explanation, max_chars=300))
+        if detail.top_ngrams:
+            title.append("\nn-grams: ", style="dim")
+            title.append_text(one_line(" · ".join(detail.top_ngrams[:8]), 160))
+        head.update(title)
+        self.query_one("#feature-stats", Static).update(stats_table(detail, palette))
+        kind = self.kind or (detail.deltas[0].row.kind if detail.deltas else None)
+        tasks = [t for t in detail.task_deltas if t.kind == kind]
+        self.query_one("#feature-tasks", Static).update(
+            Group(Text(f"prevalence per task, {kind} segments", style="bold"), task_chart(tasks, palette))
+            if tasks
+            else Text("no per-task breakdown in the store", style="italic")
+        )
+        options = self.query_one("#feature-examples", OptionList)
+        highlighted = options.highlighted
+        options.clear_options()
+        width = max(40, self.app.size.width - 6)
+        for e in detail.examples:
+            s = e.segment
+            style = palette.after if s.checkpoint == self.rldiff.compared[1] else palette.before
+            line = safe(s.checkpoint, f"bold {style}", max_chars=20)
+            line.append(
+                f" · {s.rollout_id[:24]} · task {s.task_id[:16]} · {s.kind} · act {e.activation:.2f}\n", style="dim"
+            )
+            line.append_text(highlighted_tokens(s.text, e.tokens, palette, window=width * 3))
+            options.add_option(Option(line, id=str(s.segment_id)))
+        if not detail.examples:
+            options.add_option(Option(Text("no stored examples for this feature", style="italic"), disabled=True))
+        if detail.examples:
+            options.highlighted = highlighted if highlighted is not None and highlighted < len(detail.examples) else 0
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one("#feature-tabs", TabbedContent).active = tab
+        if tab == "examples":
+            self.query_one("#feature-examples", OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if self.detail is None or event.option_id is None:
+            return
+        for e in self.detail.examples:
+            if str(e.segment.segment_id) == event.option_id:
+                self.rldiff.open_rollout(
+                    e.segment.rollout_key, segment_id=e.segment.segment_id, message_index=e.segment.message_index
+                )

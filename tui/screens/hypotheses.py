@@ -1,0 +1,339 @@
+"""Screen 4: the hypothesis triage queue. Decisions and notes are written to the store at once."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import DataTable, Label, ProgressBar, Static
+from textual.widgets.data_table import RowDoesNotExist
+
+from tui import keymap
+from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved
+from tui.numbers import interval, pct, pp, pvalue, signed
+from tui.safe_text import one_line, safe
+from tui.screens.base import RldiffScreen
+from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NewHypothesis, NoteScreen
+
+if TYPE_CHECKING:
+    from engine.store.queries import HypothesisExample, HypothesisRow
+    from tui.app import HypothesisTestState
+
+STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·"}
+DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
+STATUSES = (None, "validated", "inconclusive", "rejected", "proposed")
+DECISION_FILTERS = (None, "undecided", "accepted", "rejected")
+FIXED = 4 + 2 + 3 + 7 + 6 + 2 * 6 + 2
+
+
+class HypothesesScreen(RldiffScreen):
+    NAV = "hypotheses"
+    AUTO_FOCUS = "#hypotheses"
+    BINDINGS = keymap.HYPOTHESES
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status_filter: str | None = None
+        self.decision_filter: str | None = None
+        self.rows: list[HypothesisRow] = []
+        self._examples: dict[int, list[HypothesisExample]] = {}
+        self._select: int | None = None
+        self._test_after_save = False
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="hyp-filters")
+        yield DataTable(id="hypotheses", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="hyp-detail"):
+            yield Static(id="hyp-text")
+        with Horizontal(id="hyp-progress"):
+            yield Label(id="hyp-progress-label")
+            yield ProgressBar(id="hyp-progress-bar", show_eta=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#hypotheses", DataTable)
+        for label, width in (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("q", 6)):
+            table.add_column(label, width=width)
+        self.query_one("#hyp-progress").display = False
+        self.watch(self.app, "hypothesis_test", self._test_changed)
+        super().on_mount()
+
+    # -- loading -----------------------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        from engine.store import queries
+
+        status, decision = self.status_filter, self.decision_filter
+        current = self.current
+        select = self._select if self._select is not None else (current.hypothesis_id if current else None)
+        self.run_query(
+            "hypotheses",
+            lambda cur: queries.hypotheses(cur, status, decision),
+            lambda rows: HypothesesLoaded(rows, select),
+        )
+
+    def on_hypotheses_loaded(self, message: HypothesesLoaded) -> None:
+        self.rows = message.hypotheses
+        self._examples.clear()
+        self._fill()
+        if message.select is not None:
+            self.select(message.select)
+        self._show_filters()
+        self._show_detail()
+
+    def _fill(self) -> None:
+        table = self.query_one("#hypotheses", DataTable)
+        cursor = table.cursor_row
+        table.clear()
+        for h in self.rows:
+            table.add_row(*self._cells(h), key=str(h.hypothesis_id))
+        if self.rows:
+            table.move_cursor(row=min(cursor, len(self.rows) - 1))
+
+    def _cells(self, h: HypothesisRow) -> list[Text]:
+        palette = self.palette
+        width = max(16, self.app.size.width - FIXED)
+        return [
+            Text(str(h.hypothesis_id)),
+            Text(STATUS_MARK.get(h.status, " "), style="bold"),
+            Text(DECISION_MARK.get(h.decision or "", ""), style="bold"),
+            one_line(h.statement, width),
+            Text(pp(h.delta), style=palette.more if (h.delta or 0) > 0 else palette.less, justify="right"),
+            Text(pvalue(h.q_value), justify="right"),
+        ]
+
+    @property
+    def current(self) -> HypothesisRow | None:
+        table = self.query_one("#hypotheses", DataTable)
+        if not self.rows or not 0 <= table.cursor_row < len(self.rows):
+            return None
+        return self.rows[table.cursor_row]
+
+    def select(self, hypothesis_id: int) -> None:
+        """Put the cursor on a hypothesis; clear the filters if they hide it."""
+        table = self.query_one("#hypotheses", DataTable)
+        try:
+            table.move_cursor(row=table.get_row_index(str(hypothesis_id)))
+            self._select = None
+        except RowDoesNotExist:
+            self._select = hypothesis_id
+            if self.status_filter or self.decision_filter:
+                self.status_filter = self.decision_filter = None
+                self.reload()
+        table.focus()
+
+    def _show_filters(self) -> None:
+        text = Text(" ", end="", no_wrap=True, overflow="ellipsis")
+        for key, name, value in (
+            ("f", "status", self.status_filter or "all"),
+            ("d", "decision", self.decision_filter or "all"),
+        ):
+            text.append(key, style="bold underline")
+            text.append(f" {name}:{value}  ")
+        decided = sum(1 for h in self.rows if h.decision)
+        text.append(f"{len(self.rows)} hypotheses, {decided} decided  ", style="dim")
+        if not self.rldiff.store_status.writable:
+            text.append("read-only", style="bold")
+        self.query_one("#hyp-filters", Static).update(text)
+
+    # -- the detail pane ---------------------------------------------------------------------------------
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail()
+        h = self.current
+        if h is not None and h.hypothesis_id not in self._examples:
+            from engine.store import queries
+
+            hid = h.hypothesis_id
+            self.run_query(
+                "hypothesis-examples",
+                lambda cur: queries.hypothesis_examples(cur, hid),
+                lambda examples: HypothesisExamplesLoaded(hid, examples),
+            )
+
+    def on_hypothesis_examples_loaded(self, message: HypothesisExamplesLoaded) -> None:
+        self._examples[message.hypothesis_id] = message.examples
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        h = self.current
+        target = self.query_one("#hyp-text", Static)
+        if h is None:
+            target.update(
+                Text(
+                    "no hypotheses"
+                    + (" match the filters" if self.status_filter or self.decision_filter else " in the store yet"),
+                    style="italic",
+                )
+            )
+            return
+        palette = self.palette
+        before, after = self.rldiff.compared
+        text = Text(f"#{h.hypothesis_id} ", style="bold", end="")
+        text.append_text(safe(h.statement, "bold"))
+        text.append(f"\n{h.status}", style="bold")
+        text.append(f" · expected {h.direction} · {h.labeler} ({h.origin})")
+        if h.origin == "extractive":
+            text.append(" · drafted offline", style="italic")
+        if h.prevalence_before is not None or h.prevalence_after is not None:
+            text.append("\nheld-out: ")
+            text.append_text(safe(before or "before", palette.before, max_chars=24))
+            text.append(f" {pct(h.prevalence_before)} → ")
+            text.append_text(safe(after or "after", palette.after, max_chars=24))
+            text.append(f" {pct(h.prevalence_after)}  ")
+            text.append(
+                f"Δ {pp(h.delta)} pp {interval(h.ci_low, h.ci_high)}",
+                style=palette.more if (h.delta or 0) > 0 else palette.less,
+            )
+            text.append(f"  p {pvalue(h.p_value)}  q {pvalue(h.q_value)}")
+        facts = [f"{h.n_labeled} segments labelled" if h.n_labeled else "not tested yet"]
+        if h.n_user_labels:
+            facts.append(f"{h.n_user_labels} labelled by you")
+        if h.mde is not None:
+            facts.append(f"minimum detectable effect {pp(h.mde)} pp")
+        if h.reward_assoc is not None:
+            facts.append(f"reward association {signed(h.reward_assoc)}")
+        text.append("\n" + " · ".join(facts), style="dim")
+        if h.reason:
+            text.append("\nwhy: ", style="dim")
+            text.append_text(safe(h.reason))
+        text.append("\ndecision: ", style="dim")
+        text.append(h.decision or "none (a accept · r reject)", style="bold" if h.decision else "italic")
+        if h.note:
+            text.append("\nnote: ", style="dim")
+            text.append_text(safe(h.note))
+        text.append("\nlabeler: ", style="dim")
+        text.append_text(one_line(json.dumps(h.spec, ensure_ascii=False) if h.spec is not None else "—", 300))
+        examples = self._examples.get(h.hypothesis_id)
+        text.append("\n\npositive held-out examples", style="bold")
+        if examples is None:
+            text.append(" loading…", style="dim")
+        elif not examples:
+            text.append(": none", style="dim")
+        for e in examples or []:
+            s = e.segment
+            style = palette.after if s.checkpoint == after else palette.before
+            text.append("\n")
+            text.append_text(safe(s.checkpoint, f"bold {style}", max_chars=20))
+            text.append(f" {s.rollout_id[:20]} {s.kind}: ", style="dim")
+            text.append_text(one_line(s.text, 240))
+        target.update(text)
+
+    # -- actions -----------------------------------------------------------------------------------------
+
+    def action_move(self, step: int) -> None:
+        table = self.query_one("#hypotheses", DataTable)
+        if self.rows:
+            table.move_cursor(row=max(0, min(len(self.rows) - 1, table.cursor_row + step)))
+
+    def action_decide(self, decision: str | None) -> None:
+        h = self.current
+        if h is None:
+            return
+        from engine.store import queries, writes
+
+        hid = h.hypothesis_id
+
+        def save(cur):  # noqa: ANN001, ANN202
+            writes.set_decision(cur, hid, decision)
+            return queries.hypothesis(cur, hid)
+
+        self.run_query(f"save-decision-{hid}", save, HypothesisSaved, write=True)
+
+    def on_hypothesis_saved(self, message: HypothesisSaved) -> None:
+        row = message.row
+        if row is None:
+            return
+        for i, h in enumerate(self.rows):
+            if h.hypothesis_id == row.hypothesis_id:
+                self.rows[i] = row
+                table = self.query_one("#hypotheses", DataTable)
+                for column, cell in zip(table.columns, self._cells(row), strict=True):
+                    table.update_cell(str(row.hypothesis_id), column, cell)
+                break
+        else:  # a new hypothesis: show it, and test it when asked to
+            self._select = row.hypothesis_id
+            self.reload()
+            if self._test_after_save:
+                self._test_after_save = False
+                self.rldiff.start_hypothesis_test(row.hypothesis_id)
+        self._show_filters()
+        self._show_detail()
+
+    def action_note(self) -> None:
+        h = self.current
+        if h is None:
+            return
+        hid = h.hypothesis_id
+
+        def saved(note: str | None) -> None:
+            if note is None:
+                return
+            from engine.store import queries, writes
+
+            def save(cur):  # noqa: ANN001, ANN202
+                writes.set_note(cur, hid, note)
+                return queries.hypothesis(cur, hid)
+
+            self.run_query(f"save-note-{hid}", save, HypothesisSaved, write=True)
+
+        self.app.push_screen(NoteScreen(h.statement, h.note or ""), saved)
+
+    def action_cycle_status(self) -> None:
+        self.status_filter = STATUSES[(STATUSES.index(self.status_filter) + 1) % len(STATUSES)]
+        self.reload()
+
+    def action_cycle_decision(self) -> None:
+        i = DECISION_FILTERS.index(self.decision_filter)
+        self.decision_filter = DECISION_FILTERS[(i + 1) % len(DECISION_FILTERS)]
+        self.reload()
+
+    def action_add(self) -> None:
+        def added(new: NewHypothesis | None) -> None:
+            if new is None:
+                return
+            from engine.store import queries, writes
+
+            def save(cur):  # noqa: ANN001, ANN202
+                hid = writes.add_user_hypothesis(cur, new.statement, new.direction, new.labeler, new.spec)
+                return queries.hypothesis(cur, hid)
+
+            self._test_after_save = new.test
+            self.run_query("save-hypothesis", save, HypothesisSaved, write=True)
+
+        self.app.push_screen(HypothesisForm(), added)
+
+    def action_test(self) -> None:
+        h = self.current
+        if h is not None:
+            self.rldiff.start_hypothesis_test(h.hypothesis_id)
+
+    def action_label(self) -> None:
+        h = self.current
+        if h is not None:
+            self.app.push_screen(LabelScreen(h), lambda _: self.reload())
+
+    # -- a test running in the background ----------------------------------------------------------------
+
+    def _test_changed(self, state: HypothesisTestState | None) -> None:
+        box = self.query_one("#hyp-progress")
+        box.display = state is not None and not state.finished
+        if state is None:
+            return
+        label = Text(f" testing #{state.hypothesis_id}: ", style="bold", end="")
+        label.append_text(one_line(state.status, 60))
+        self.query_one("#hyp-progress-label", Label).update(label)
+        self.query_one("#hyp-progress-bar", ProgressBar).update(total=state.total, progress=state.completed or 0)
+        if state.finished:
+            self._select = state.hypothesis_id
+            self.reload()
+
+    def restyle(self) -> None:
+        if self.rows:
+            self._fill()
+            self._show_detail()
+
+    def on_resize(self) -> None:
+        self.restyle()

@@ -1,0 +1,145 @@
+"""Screen 1: the study at a glance: checkpoints, success rates, pipeline stages and the top findings."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from tui import keymap
+from tui.messages import OverviewLoaded
+from tui.numbers import pct, pp, pvalue
+from tui.safe_text import one_line, safe
+from tui.screens.base import RldiffScreen
+
+if TYPE_CHECKING:
+    from engine.store.queries import HypothesisRow, StudySummary
+
+STAGES = ("split", "features", "deltas", "clusters", "hypotheses")
+
+
+def _summary_table(summary: StudySummary, before_style: str, after_style: str) -> Table:
+    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", padding=(0, 1))
+    for column in ("checkpoint", "tasks", "rollouts", "segments r/t/c", "success [95% CI]"):
+        table.add_column(column, justify="left" if column == "checkpoint" else "right", no_wrap=True)
+    for c in summary.checkpoints:
+        role, style = "", ""
+        if c.checkpoint == summary.before:
+            role, style = " (before)", before_style
+        elif c.checkpoint == summary.after:
+            role, style = " (after)", after_style
+        kinds = "/".join(str(c.segments_by_kind.get(k, 0)) for k in ("reasoning", "text", "tool_call"))
+        success = "—" if c.mean_reward is None else pct(c.mean_reward)
+        if c.reward_ci:
+            success += f" [{pct(c.reward_ci[0], 0)}, {pct(c.reward_ci[1], 0)}]"
+        name = safe(c.checkpoint, style, max_chars=24)
+        name.append(role)
+        table.add_row(name, str(c.n_tasks), str(c.n_rollouts), kinds, success)
+    return table
+
+
+def _stages_text(summary: StudySummary) -> Text:
+    by_stage = {s.stage: s for s in summary.stages}
+    text = Text("pipeline  ", style="bold", end="")
+    for name in STAGES:
+        stage = by_stage.get(name)
+        mark, style = {"done": ("✓", "green"), "running": ("…", "yellow"), "failed": ("✗", "red")}.get(
+            stage.status if stage else "", ("·", "dim")
+        )
+        text.append(f"{mark} {name}  ", style=style)
+    if not by_stage.get("deltas"):
+        text.append("\nno analysis yet: run `rldiff analyze STORE`", style="italic")
+    return text
+
+
+class OverviewScreen(RldiffScreen):
+    NAV = "overview"
+    AUTO_FOCUS = "#findings"
+    BINDINGS = keymap.OVERVIEW
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="overview-body"):
+            yield Static(id="study")
+            yield Static(id="stages")
+            yield Static(Text("Top validated findings", style="bold"), id="findings-title")
+        yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#findings", DataTable)
+        table.add_column("id", width=4)
+        table.add_column("statement")
+        table.add_column("Δ pp", width=7)
+        table.add_column("q", width=6)
+        table.add_column("decision", width=9)
+        super().on_mount()
+
+    def reload(self) -> None:
+        from engine.store import queries
+
+        self.run_query(
+            "overview",
+            lambda cur: (queries.study_summary(cur), queries.top_findings(cur, limit=20)),
+            lambda result: OverviewLoaded(*result),
+        )
+
+    def on_overview_loaded(self, message: OverviewLoaded) -> None:
+        self._summary, self._findings = message.summary, message.findings
+        self.restyle()
+
+    def restyle(self) -> None:
+        if not hasattr(self, "_summary"):
+            return
+        palette = self.palette
+        summary = self._summary
+        header = Text("Study  ", style="bold", end="")
+        header.append(f"{summary.n_tasks} tasks · {summary.n_features} features · {summary.n_hypotheses} hypotheses")
+        if summary.before and summary.after:
+            header.append("\ncomparing ")
+            header.append(safe(summary.before, palette.before, max_chars=30))
+            header.append(" → ")
+            header.append(safe(summary.after, palette.after, max_chars=30))
+        body = Table.grid()
+        body.add_row(header)
+        body.add_row(_summary_table(summary, palette.before, palette.after))
+        self.query_one("#study", Static).update(body)
+        self.query_one("#stages", Static).update(_stages_text(summary))
+        self._fill_findings(self._findings)
+
+    def _fill_findings(self, findings: list[HypothesisRow]) -> None:
+        table = self.query_one("#findings", DataTable)
+        table.clear()
+        statement_width = max(20, self.app.size.width - 4 - 7 - 6 - 9 - 14)
+        for h in findings:
+            table.add_row(
+                Text(str(h.hypothesis_id)),
+                one_line(h.statement, statement_width),
+                Text(pp(h.delta), style=self.palette.more if (h.delta or 0) > 0 else self.palette.less),
+                Text(pvalue(h.q_value)),
+                Text(h.decision or ""),
+                key=str(h.hypothesis_id),
+            )
+        if not findings:
+            self.query_one("#findings-title", Static).update(Text("Top validated findings: none yet", style="bold"))
+
+    def on_resize(self) -> None:
+        if hasattr(self, "_findings"):
+            self._fill_findings(self._findings)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self._open(event.row_key.value)
+
+    def action_open_finding(self) -> None:
+        table = self.query_one("#findings", DataTable)
+        if table.row_count:
+            self._open(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def _open(self, key: str | None) -> None:
+        if key is not None:
+            self.rldiff.jump("hypothesis", int(key))

@@ -1,0 +1,224 @@
+"""Screen 5: rollouts by task and checkpoint, and the rollout viewer (alone or side by side)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Input, Static
+
+from tui import keymap
+from tui.messages import RolloutPageLoaded, TranscriptLoaded
+from tui.safe_text import one_line, safe
+from tui.screens.base import RldiffScreen
+from tui.widgets.paged_table import PagedTable
+from tui.widgets.transcript import Transcript
+
+if TYPE_CHECKING:
+    from engine.store.queries import RolloutRow
+
+PAGE = 200
+FIXED = 14 + 5 + 6 + 5 + 4 + 4 + 2 * 8 + 2
+
+
+class RolloutsScreen(RldiffScreen):
+    NAV = "rollouts"
+    AUTO_FOCUS = "#rollouts"
+    BINDINGS = keymap.ROLLOUTS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checkpoint: str | None = None
+        self.search = ""
+        self._rows: list[RolloutRow] = []
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="rollout-filters")
+        yield Input(placeholder="search task or rollout id (Enter: back to the table, Esc: clear)", id="rollout-search")
+        yield PagedTable(id="rollouts")
+
+    def on_mount(self) -> None:
+        table = self.query_one(PagedTable)
+        for label, width in (
+            ("task", None),
+            ("checkpoint", 14),
+            ("rollout", None),
+            ("trial", 5),
+            ("reward", 6),
+            ("split", 5),
+            ("msgs", 4),
+            ("segs", 4),
+        ):
+            table.add_column(label, width=width)
+        super().on_mount()
+
+    def reload(self) -> None:
+        self._load(0)
+
+    def _load(self, offset: int) -> None:
+        from engine.store import queries
+
+        checkpoint, search = self.checkpoint, self.search
+        self.run_query(
+            "rollouts" if offset == 0 else "rollouts-more",
+            lambda cur: queries.rollout_page(cur, checkpoint, search, offset, PAGE),
+            lambda page: RolloutPageLoaded(page, checkpoint, search),
+        )
+
+    def on_rollout_page_loaded(self, message: RolloutPageLoaded) -> None:
+        if (message.checkpoint, message.search) != (self.checkpoint, self.search):
+            return
+        page, table = message.page, self.query_one(PagedTable)
+        if page.offset == 0:
+            self._rows = []
+            table.reset(page.total)
+        elif page.offset != len(self._rows):
+            return
+        self._rows += page.rows
+        table.add_page(((str(r.rollout_key), self._cells(r)) for r in page.rows), page.total)
+        self._show_filters()
+
+    def on_paged_table_more_wanted(self, message: PagedTable.MoreWanted) -> None:
+        self._load(message.offset)
+
+    def _cells(self, r: RolloutRow) -> list[Text]:
+        palette = self.palette
+        flexible = max(16, self.app.size.width - FIXED)
+        style = palette.after if r.checkpoint == self.rldiff.compared[1] else palette.before
+        return [
+            one_line(r.task_id, flexible // 2),
+            safe(r.checkpoint, style, max_chars=14),
+            one_line(r.rollout_id, flexible - flexible // 2),
+            Text("" if r.trial is None else str(r.trial)),
+            Text("—" if r.reward is None else f"{r.reward:g}"),
+            Text((r.split or "")[:5]),
+            Text(str(r.n_messages)),
+            Text(str(r.n_segments)),
+        ]
+
+    def _show_filters(self) -> None:
+        text = Text(" ", end="", no_wrap=True, overflow="ellipsis")
+        text.append("c", style="bold underline")
+        text.append(" checkpoint:")
+        text.append_text(safe(self.checkpoint or "all", max_chars=30))
+        if self.search:
+            text.append(f"  /{self.search}", style="italic")
+        table = self.query_one(PagedTable)
+        text.append(f"  {table.loaded}/{table.total} rollouts", style="dim")
+        self.query_one("#rollout-filters", Static).update(text)
+
+    def restyle(self) -> None:
+        table = self.query_one(PagedTable)
+        cursor, total = table.cursor_row, table.total
+        table.reset(total)
+        table.add_page(((str(r.rollout_key), self._cells(r)) for r in self._rows), total)
+        if self._rows:
+            table.move_cursor(row=min(cursor, len(self._rows) - 1))
+
+    def on_resize(self) -> None:
+        self.restyle()
+
+    def action_cycle_checkpoint(self) -> None:
+        options = [None, *self.rldiff.checkpoints]
+        self.checkpoint = (
+            options[(options.index(self.checkpoint) + 1) % len(options)] if self.checkpoint in options else None
+        )
+        self.reload()
+        self._show_filters()
+
+    def action_search(self) -> None:
+        search = self.query_one("#rollout-search", Input)
+        search.display = True
+        search.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.value.strip() != self.search:
+            self.search = event.value.strip()
+            self.reload()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.query_one(PagedTable).focus()
+
+    def key_escape(self) -> None:
+        search = self.query_one("#rollout-search", Input)
+        if search.has_focus:
+            search.value = ""
+            search.display = False
+            self.query_one(PagedTable).focus()
+
+    def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
+        self.action_open_rollout()
+
+    def action_open_rollout(self) -> None:
+        table = self.query_one(PagedTable)
+        if 0 <= table.cursor_row < len(self._rows):
+            self.rldiff.open_rollout(self._rows[table.cursor_row].rollout_key)
+
+
+class RolloutViewerScreen(RldiffScreen):
+    """One rollout's transcript; `o` jumps to the same task in the other checkpoint, `s` shows both."""
+
+    NAV = "rollouts"
+    AUTO_FOCUS = "#main-transcript"
+    BINDINGS = keymap.VIEWER
+
+    def __init__(self, rollout_key: int, *, segment_id: int | None = None) -> None:
+        super().__init__()
+        self.rollout_key = rollout_key
+        self.segment_id = segment_id
+        self.side_by_side = False
+        self.expanded = False
+        self.counterparts: list[RolloutRow] = []
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="viewer"):
+            yield Transcript(id="main-transcript")
+            yield Transcript(id="other-transcript")
+
+    def on_mount(self) -> None:
+        self.query_one("#other-transcript").display = False
+        super().on_mount()
+
+    def reload(self) -> None:
+        from engine.store import queries
+
+        key, side = self.rollout_key, self.side_by_side
+
+        def load(cur):  # noqa: ANN001, ANN202
+            main = queries.transcript(cur, key)
+            counterparts = queries.counterpart_rollouts(cur, key)
+            other = None
+            if side and counterparts:
+                other = queries.transcript(cur, counterparts[0].rollout_key)
+            return TranscriptLoaded(main, counterparts, other)
+
+        self.run_query("transcript", load, lambda loaded: loaded)
+
+    async def on_transcript_loaded(self, message: TranscriptLoaded) -> None:
+        self.counterparts = message.counterparts
+        main = self.query_one("#main-transcript", Transcript)
+        other = self.query_one("#other-transcript", Transcript)
+        await main.show(message.transcript, self.segment_id, expand_reasoning=self.expanded)
+        other.display = self.side_by_side
+        if self.side_by_side:
+            await other.show(message.other, expand_reasoning=self.expanded)
+        main.focus()
+
+    def action_other_checkpoint(self) -> None:
+        """Show the same task's rollout in the other checkpoint (the same trial when there is one)."""
+        if not self.counterparts:
+            self.notify("no rollout of this task in another checkpoint", severity="warning")
+            return
+        self.rollout_key, self.segment_id = self.counterparts[0].rollout_key, None
+        self.reload()
+
+    def action_side_by_side(self) -> None:
+        self.side_by_side = not self.side_by_side
+        self.reload()
+
+    def action_toggle_reasoning(self) -> None:
+        self.expanded = not self.expanded
+        for transcript in self.query(Transcript):
+            transcript.set_reasoning(self.expanded)

@@ -1,0 +1,1 @@
+"""Widgets and renderers shared by the screens."""

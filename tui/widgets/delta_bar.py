@@ -1,0 +1,37 @@
+"""A small diverging bar for a delta: left of centre when a feature is less common after, right when more."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+
+from tui.numbers import pp
+from tui.themes import Palette
+
+_LEFT_EIGHTHS = " ▏▎▍▌▋▊▉"  # fills growing rightwards from the centre line
+
+
+def delta_bar(delta: float | None, scale: float, palette: Palette, half_width: int = 4) -> Text:
+    """`delta` (a proportion difference) as a bar `2 * half_width + 1` cells wide, then its value in points.
+
+    `scale` is the |delta| that fills one half. The sign is also in the number, so the bar reads without colour.
+    """
+    text = Text(end="", no_wrap=True)
+    if delta is None or math.isnan(delta) or scale <= 0:
+        text.append(" " * half_width + "│" + " " * half_width, style=palette.muted)
+    else:
+        eighths = round(min(1.0, abs(delta) / scale) * half_width * 8)
+        full, part = divmod(eighths, 8)
+        if delta < 0:  # growing leftwards: only a right-half block exists for the partial cell
+            bar = ("▐" if part >= 4 else "") + "█" * full
+            text.append(" " * (half_width - len(bar)))
+            text.append(bar, style=palette.less)
+            text.append("│" + " " * half_width, style=palette.muted)
+        else:
+            bar = "█" * full + (_LEFT_EIGHTHS[part] if part else "")
+            text.append(" " * half_width + "│", style=palette.muted)
+            text.append(bar, style=palette.more)
+            text.append(" " * (half_width - len(bar)))
+    text.append(f" {pp(delta):>6}")
+    return text

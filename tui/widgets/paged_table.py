@@ -1,0 +1,54 @@
+"""A DataTable filled a page at a time, so tables of any size open at once and scroll smoothly."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+
+class PagedTable(DataTable[Text]):
+    """Holds the first rows of a result; asks for the next page (`MoreWanted`) when the cursor nears the end."""
+
+    DEFAULT_CSS = """
+    PagedTable { height: 1fr; }
+    """
+
+    @dataclass
+    class MoreWanted(Message):
+        table: PagedTable
+        offset: int
+
+    def __init__(self, *, margin: int = 40, **kwargs: object) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+        self.total = 0
+        self._margin = margin
+        self._requested = -1
+
+    @property
+    def loaded(self) -> int:
+        return self.row_count
+
+    def reset(self, total: int) -> None:
+        """Forget every row: a new result of `total` rows is coming."""
+        self.clear()
+        self.total = total
+        self._requested = -1
+
+    def add_page(self, rows: Iterable[tuple[str, list[Text]]], total: int) -> None:
+        """Append `(key, cells)` rows."""
+        self.total = total
+        for key, cells in rows:
+            self.add_row(*cells, key=key)
+
+    def want_more(self) -> None:
+        if self.loaded < self.total and self._requested < self.loaded:
+            self._requested = self.loaded
+            self.post_message(self.MoreWanted(self, self.loaded))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= self.loaded - self._margin:
+            self.want_more()
