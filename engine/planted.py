@@ -1,0 +1,377 @@
+"""The planted benchmark: known behaviours planted into one half of a same-model pair, then recovered.
+
+Increases are planted into the *after* file and decreases into the *before* file, each at a known rate over
+its eligible segments; the ground truth lists every planted segment. A behaviour counts as recovered when a
+validated hypothesis's held-out labels match its planted held-out segments with F1 >= 0.5 and the
+hypothesis claims the right direction. A naive baseline (word n-gram prevalence differences with Fisher
+tests, segments treated as independent) is scored the same way on the same split.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+from scipy.stats import fisher_exact
+
+from engine.config import AnalyzeConfig
+from engine.hypotheses.ngrams import NgramIndex, ngram_regex
+from engine.hypotheses.population import load_population
+from engine.hypotheses.verifier import Verifier
+from engine.progress import NullProgress, Progress
+from engine.stats.fdr import bh_qvalues
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+F1_RECOVERED = 0.5
+F1_RELATED = 0.2
+SAMPLE_PAIR = ("sample_data/tau-bench-gpt4o/trials01.jsonl.gz", "sample_data/tau-bench-gpt4o/trials23.jsonl.gz")
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    name: str
+    kind: str  # segment kind the planted segments have: 'text' | 'tool_call'
+    direction: str  # 'increase' (planted into after) | 'decrease' (planted into before)
+    rate: float  # share of eligible places that get it
+    description: str
+
+
+BEHAVIOURS: tuple[Behaviour, ...] = (
+    Behaviour("email_summary", "text", "increase", 0.25, "offers to email a written summary (3 phrasings)"),
+    Behaviour("rest_assured", "text", "increase", 0.05, "opens a reply with 'Rest assured, ...' (rare)"),
+    Behaviour("certainly", "text", "decrease", 0.30, "opens a reply with 'Certainly!'"),
+    Behaviour("airport_check", "tool_call", "increase", 0.5, "calls list_all_airports before searching flights"),
+    Behaviour(
+        "include_history", "tool_call", "decrease", 0.35, "passes include_history=true to get_reservation_details"
+    ),
+)
+_EMAIL = (
+    "If it helps, I can also email you a written summary of these details.",
+    "Would you like me to send a written summary of this to your email?",
+    "I'm happy to email you a short summary of everything we covered.",
+)
+_SEARCHES = ("search_direct_flight", "search_onestop_flight")
+
+
+@dataclass(frozen=True)
+class PlantedSegment:
+    checkpoint: str
+    rollout_id: str
+    message_index: int
+    part_index: int
+    kind: str
+    behaviour: str
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def _plant_rollout(record: dict[str, Any], behaviours: list[Behaviour], rng: np.random.Generator) -> list[tuple]:
+    """Plant `behaviours` into one rollout in place; returns (message object, part, kind, behaviour) marks."""
+    marks: list[tuple] = []
+    messages = record["messages"]
+    for b in behaviours:
+        for message in list(messages):
+            if message.get("role") != "assistant":
+                continue
+            content = message.get("content")
+            calls = message.get("tool_calls") or []
+            if b.kind == "text" and isinstance(content, str) and content.strip():
+                if rng.random() >= b.rate:
+                    continue
+                if b.name == "email_summary":
+                    message["content"] = f"{content.rstrip()} {_EMAIL[int(rng.integers(len(_EMAIL)))]}"
+                elif b.name == "rest_assured":
+                    message["content"] = f"Rest assured, I will take care of this. {content.lstrip()}"
+                else:
+                    message["content"] = f"Certainly! {content.lstrip()}"
+                marks.append((message, 0, "text", b.name))
+            elif b.name == "include_history":
+                for part, call in enumerate(calls):
+                    if call.get("name") == "get_reservation_details" and isinstance(call.get("arguments"), dict):
+                        if rng.random() < b.rate:
+                            call["arguments"] = {**call["arguments"], "include_history": True}
+                            marks.append((message, part, "tool_call", b.name))
+            elif b.name == "airport_check" and any(c.get("name") in _SEARCHES for c in calls):
+                if rng.random() >= b.rate:
+                    continue
+                call_id = f"planted_{int(rng.integers(1 << 40)):x}"
+                check = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": call_id, "name": "list_all_airports", "arguments": {}}],
+                }
+                result = {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": "list_all_airports",
+                    "content": '{"JFK": "New York", "SEA": "Seattle", "LAX": "Los Angeles"}',
+                }
+                at = next(i for i, m in enumerate(messages) if m is message)
+                messages[at:at] = [check, result]
+                marks.append((check, 0, "tool_call", b.name))
+    return marks
+
+
+def plant(
+    before_path: Path,
+    after_path: Path,
+    out_dir: Path,
+    rng: np.random.Generator,
+    behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
+) -> tuple[Path, Path, list[PlantedSegment]]:
+    """Write planted copies of a before/after pair into `out_dir`; return their paths and the ground truth."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    truth: list[PlantedSegment] = []
+    paths = []
+    for checkpoint, path, direction in (("before", before_path, "decrease"), ("after", after_path, "increase")):
+        records = _read(Path(path))
+        chosen = [b for b in behaviours if b.direction == direction]
+        for record in records:
+            marks = _plant_rollout(record, chosen, rng)
+            for message, part, kind, name in marks:
+                index = next(i for i, m in enumerate(record["messages"]) if m is message)
+                truth.append(PlantedSegment(checkpoint, record["rollout_id"], index, part, kind, name))
+        target = out_dir / f"{checkpoint}.jsonl"
+        _write(target, records)
+        paths.append(target)
+    (out_dir / "ground_truth.json").write_text(json.dumps([asdict(t) for t in truth], indent=1))
+    return paths[0], paths[1], truth
+
+
+# -- scoring --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A validated finding to score: its claimed direction and its positive held-out segments."""
+
+    label: str
+    direction: str
+    positives: frozenset[int]
+
+
+@dataclass
+class Score:
+    method: str
+    recall: dict[str, float] = field(default_factory=dict)  # behaviour -> best F1 in the right direction
+    recovered: dict[str, bool] = field(default_factory=dict)
+    validated: int = 0
+    false_discoveries: int = 0  # validated, best F1 with every behaviour < F1_RELATED
+    partial: int = 0  # validated, related to a behaviour (F1 in [F1_RELATED, F1_RECOVERED)) but not a match
+
+    @property
+    def n_recovered(self) -> int:
+        return sum(self.recovered.values())
+
+
+def planted_segment_ids(store: Store, truth: list[PlantedSegment]) -> dict[str, set[int]]:
+    """Held-out segment ids of each planted behaviour."""
+    if not truth:
+        return {}
+    frame = pl.DataFrame([asdict(t) for t in truth])
+    con = store.cursor()
+    con.register("planted_truth", frame.to_arrow())
+    rows = con.execute(
+        "SELECT p.behaviour, s.segment_id FROM planted_truth p JOIN rollouts r "
+        "ON r.checkpoint = p.checkpoint AND r.rollout_id = p.rollout_id JOIN segments s ON s.rollout_key = "
+        "r.rollout_key AND s.message_index = p.message_index AND s.part_index = p.part_index AND s.kind = p.kind "
+        "WHERE r.split = 'heldout'"
+    ).fetchall()
+    out: dict[str, set[int]] = {}
+    for name, sid in rows:
+        out.setdefault(name, set()).add(int(sid))
+    return out
+
+
+def score(
+    method: str,
+    candidates: list[Candidate],
+    planted: dict[str, set[int]],
+    behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
+) -> Score:
+    result = Score(method, validated=len(candidates))
+    for b in behaviours:
+        result.recall[b.name] = 0.0
+    for c in candidates:
+        best = 0.0
+        for b in behaviours:
+            truth = planted.get(b.name, set())
+            f1 = 2 * len(c.positives & truth) / (len(c.positives) + len(truth)) if truth or c.positives else 0.0
+            best = max(best, f1)
+            if c.direction == b.direction:
+                result.recall[b.name] = max(result.recall[b.name], f1)
+        if best < F1_RELATED:
+            result.false_discoveries += 1
+        elif best < F1_RECOVERED:
+            result.partial += 1
+    result.recovered = {name: f1 >= F1_RECOVERED for name, f1 in result.recall.items()}
+    return result
+
+
+def pipeline_candidates(store: Store) -> list[Candidate]:
+    """Validated hypotheses of an analysed store, with their positive held-out labels."""
+    rows = store.frame(
+        "SELECT h.hypothesis_id, h.statement, h.direction, list(l.segment_id) FILTER (WHERE l.label) AS positives "
+        "FROM hypotheses h LEFT JOIN hypothesis_labels l USING (hypothesis_id) WHERE h.status = 'validated' "
+        "GROUP BY ALL ORDER BY h.hypothesis_id"
+    )
+    return [Candidate(r[1], r[2], frozenset(r[3] or [])) for r in rows.iter_rows()]
+
+
+# -- the naive baseline ---------------------------------------------------------------------------------------
+
+
+def _fisher(hits: np.ndarray, is_after: np.ndarray) -> tuple[float, float]:
+    a, b = int(hits[is_after].sum()), int(is_after.sum())
+    c, d = int(hits[~is_after].sum()), int((~is_after).sum())
+    delta = a / max(b, 1) - c / max(d, 1)
+    return float(fisher_exact([[a, b - a], [c, d - c]])[1]), delta
+
+
+def naive_baseline(
+    store: Store, before: str, after: str, *, fdr: float = 0.05, min_count: int = 5, max_hypotheses: int = 200
+) -> list[Candidate]:
+    """Word n-grams whose segment prevalence differs by Fisher's exact test on discovery (BH), re-tested the
+    same way on held-out (BH): every segment an independent observation, as a naive analysis would have it."""
+    discovery = load_population(store, before, after, "discovery")
+    heldout = load_population(store, before, after, "heldout")
+    tested: list[tuple[float, float, str, str]] = []
+    for kind in ("text", "reasoning", "tool_call"):
+        segs = discovery.of_kinds([kind])
+        if segs.height == 0:
+            continue
+        index = NgramIndex.build(
+            segs["text"].to_list(), (segs["checkpoint"] == after).to_numpy(), segs["segment_id"].to_numpy()
+        )
+        for gram, n in index.counts().items():
+            if n >= min_count:
+                p, delta = _fisher(index.matches({gram}), index.is_after)
+                tested.append((p, delta, gram, kind))
+    q = bh_qvalues(np.array([t[0] for t in tested])) if tested else np.array([])
+    chosen = sorted((t for t, qi in zip(tested, q, strict=True) if qi < fdr), key=lambda t: t[0])[:max_hypotheses]
+    results = []
+    for _, delta, gram, kind in chosen:
+        segs = heldout.of_kinds([kind])
+        verdicts = Verifier({"regex": ngram_regex([gram]), "ignore_case": True}).label_all(heldout.views(segs))
+        hits = np.array([v.label for v in verdicts], dtype=bool)
+        p, held_delta = _fisher(hits, (segs["checkpoint"] == after).to_numpy())
+        results.append((p, held_delta, delta, gram, kind, frozenset(segs["segment_id"].to_numpy()[hits].tolist())))
+    q_held = bh_qvalues(np.array([r[0] for r in results])) if results else np.array([])
+    return [
+        Candidate(f"{kind}: '{gram}'", "increase" if delta > 0 else "decrease", positives)
+        for (_, held_delta, delta, gram, kind, positives), qh in zip(results, q_held, strict=True)
+        if qh < fdr and np.sign(held_delta) == np.sign(delta)
+    ]
+
+
+# -- the whole benchmark --------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchResult:
+    planted: Score
+    planted_baseline: Score
+    null: Score
+    null_baseline: Score
+    planted_counts: dict[str, int]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _study(
+    work: Path,
+    name: str,
+    before: Path,
+    after: Path,
+    config: AnalyzeConfig,
+    analyze: Callable[..., Any],
+    progress: Progress,
+) -> Store:
+    from engine.ingest import ingest_file
+
+    path = work / f"{name}.duckdb"
+    path.unlink(missing_ok=True)
+    store = Store(path)
+    ingest_file(store, before, "before")
+    ingest_file(store, after, "after")
+    analyze(store, replace(config, before="before", after="after"), progress)
+    return store
+
+
+def run_planted_benchmark(
+    work_dir: str | Path,
+    config: AnalyzeConfig | None = None,
+    pair: tuple[str | Path, str | Path] = SAMPLE_PAIR,
+    progress: Progress | None = None,
+    analyze: Callable[..., Any] | None = None,
+) -> BenchResult:
+    """Plant, analyse and score; the same for the unmodified pair (every validated finding there is false).
+
+    `rldiff bench-planted` calls this. The analysis runs offline unless `config.llm` names a model.
+    """
+    import time
+
+    from engine.pipeline import analyze as run_pipeline
+
+    analyze = analyze or run_pipeline
+    config = config or AnalyzeConfig()
+    progress = progress or NullProgress()
+    work = Path(work_dir)
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    before, after, truth = plant(Path(pair[0]), Path(pair[1]), work / "planted", np.random.default_rng(config.seed))
+    counts = {b.name: sum(t.behaviour == b.name for t in truth) for b in BEHAVIOURS}
+    with _study(work, "planted", before, after, config, analyze, progress) as store:
+        seconds["planted_analysis"] = time.perf_counter() - start
+        planted = planted_segment_ids(store, truth)
+        pipeline = score("rldiff", pipeline_candidates(store), planted)
+        t = time.perf_counter()
+        baseline = score("naive n-gram + Fisher", naive_baseline(store, "before", "after", fdr=config.fdr), planted)
+        seconds["planted_baseline"] = time.perf_counter() - t
+    t = time.perf_counter()
+    with _study(work, "null", Path(pair[0]), Path(pair[1]), config, analyze, progress) as store:
+        seconds["null_analysis"] = time.perf_counter() - t
+        null = score("rldiff", pipeline_candidates(store), {})
+        null_baseline = score("naive n-gram + Fisher", naive_baseline(store, "before", "after", fdr=config.fdr), {})
+    return BenchResult(pipeline, baseline, null, null_baseline, counts, seconds)
+
+
+def result_lines(result: BenchResult) -> Iterator[str]:
+    """The benchmark as a Markdown table and summary lines."""
+    yield "| behaviour | kind | direction | rate | planted | rldiff F1 | baseline F1 |"
+    yield "|---|---|---|---|---|---|---|"
+    for b in BEHAVIOURS:
+        yield (
+            f"| {b.name} ({b.description}) | {b.kind} | {b.direction} | {b.rate:.0%} | "
+            f"{result.planted_counts.get(b.name, 0)} | {result.planted.recall[b.name]:.2f} | "
+            f"{result.planted_baseline.recall[b.name]:.2f} |"
+        )
+    for s, base, what in (
+        (result.planted, result.planted_baseline, "planted pair"),
+        (result.null, result.null_baseline, "unmodified pair"),
+    ):
+        yield ""
+        yield (
+            f"- {what}: rldiff recovered {s.n_recovered}/{len(BEHAVIOURS)}, validated {s.validated} "
+            f"({s.false_discoveries} unrelated to any planted behaviour, {s.partial} partial); baseline "
+            f"recovered {base.n_recovered}/{len(BEHAVIOURS)}, validated {base.validated} "
+            f"({base.false_discoveries} unrelated, {base.partial} partial)"
+        )

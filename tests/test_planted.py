@@ -1,0 +1,91 @@
+"""The planted benchmark's parts: planting into the real gpt-4o pair, ground truth, scoring, the baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.ingest import ingest_file
+from engine.planted import (
+    BEHAVIOURS,
+    SAMPLE_PAIR,
+    Candidate,
+    naive_baseline,
+    plant,
+    planted_segment_ids,
+    score,
+)
+from engine.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def planted_store(tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("planted")
+    before, after, truth = plant(ROOT / SAMPLE_PAIR[0], ROOT / SAMPLE_PAIR[1], work, np.random.default_rng(0))
+    store = Store(work / "s.duckdb")
+    ingest_file(store, before, "before")
+    ingest_file(store, after, "after")
+    # Odd tasks held out (the split stage's job in the real pipeline).
+    store.execute("UPDATE rollouts SET split = CASE WHEN hash(task_id) % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+    yield store, truth, work
+    store.close()
+
+
+def test_planting_follows_rates_and_directions(planted_store) -> None:
+    store, truth, work = planted_store
+    counts = {b.name: [t for t in truth if t.behaviour == b.name] for b in BEHAVIOURS}
+    for b in BEHAVIOURS:
+        assert counts[b.name], b.name
+        assert {t.checkpoint for t in counts[b.name]} == {"after" if b.direction == "increase" else "before"}
+        assert {t.kind for t in counts[b.name]} == {b.kind}
+    texts = store.scalar(
+        "SELECT count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
+        "WHERE kind = 'text' AND checkpoint = 'after'"
+    )
+    assert 0.15 < len(counts["email_summary"]) / texts < 0.35
+    assert len(counts["rest_assured"]) < len(counts["email_summary"]) / 2
+    assert json.loads((work / "ground_truth.json").read_text())[0].keys() >= {"rollout_id", "message_index"}
+
+
+def test_ground_truth_points_at_the_planted_segments(planted_store) -> None:
+    store, truth, _ = planted_store
+    planted = planted_segment_ids(store, truth)
+    assert set(planted) == {b.name for b in BEHAVIOURS}
+    texts = dict(
+        store.execute(
+            "SELECT segment_id, text FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
+            [sorted(set().union(*planted.values()))],
+        ).fetchall()
+    )
+    assert all(texts[s].startswith("Certainly!") for s in planted["certainly"])
+    assert all(texts[s].startswith("list_all_airports") for s in planted["airport_check"])
+    assert all('"include_history":true' in texts[s] for s in planted["include_history"])
+    assert all("summary" in texts[s] for s in planted["email_summary"])
+
+
+def test_scoring_counts_matches_directions_and_false_discoveries() -> None:
+    planted = {"certainly": {1, 2, 3, 4}, "email_summary": {10, 11}}
+    result = score(
+        "x",
+        [
+            Candidate("good", "decrease", frozenset({1, 2, 3})),  # F1 0.86 with certainly
+            Candidate("wrong way", "decrease", frozenset({10, 11})),  # right segments, wrong direction
+            Candidate("noise", "increase", frozenset({50, 51, 52})),
+            Candidate("partial", "decrease", frozenset({1, 60, 61, 62, 63})),
+        ],
+        planted,
+    )
+    assert result.recovered["certainly"] and not result.recovered["email_summary"]
+    assert result.recall["certainly"] == pytest.approx(6 / 7)
+    assert result.validated == 4 and result.false_discoveries == 1 and result.partial == 1
+
+
+def test_naive_baseline_finds_planted_phrases(planted_store) -> None:
+    store, truth, _ = planted_store
+    result = score("naive", naive_baseline(store, "before", "after"), planted_segment_ids(store, truth))
+    assert result.recovered["certainly"]
