@@ -15,16 +15,26 @@ from engine.stats.design import CheckpointDesign, as_float32, weighted_delta
 from engine.stats.permutation import CHUNK_ELEMENTS, dense_columns
 
 
+def _resample(units: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n, units) weights: units - 1 draws with replacement, scaled by units / (units - 1).
+
+    Drawing one fewer than the sample size makes the bootstrap variance of a mean unbiased (a plain
+    bootstrap shrinks it by (units - 1) / units, a quarter with 4 rollouts a cell); a lone unit keeps weight 1.
+    """
+    if units == 1:
+        return np.ones((n, 1))
+    return rng.multinomial(units - 1, np.full(units, 1 / units), size=n) * (units / (units - 1))
+
+
 def bootstrap_weights(design: CheckpointDesign, n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, n_rollouts) float32 multiplicity of each rollout in each bootstrap replicate."""
+    """(n, n_rollouts) float32 weight of each rollout in each bootstrap replicate."""
     if not design.few_tasks:
-        picks = rng.multinomial(design.n_tasks, np.full(design.n_tasks, 1 / design.n_tasks), size=n)
-        return as_float32(picks[:, design.task])
+        return as_float32(_resample(design.n_tasks, n, rng)[:, design.task])
     weights = np.zeros((n, design.n_rollouts), dtype=np.float32)
     cell = design.task * 2 + design.is_after
     for code in np.unique(cell):
         members = np.flatnonzero(cell == code)
-        weights[:, members] = rng.multinomial(members.size, np.full(members.size, 1 / members.size), size=n)
+        weights[:, members] = _resample(members.size, n, rng)
     return weights
 
 

@@ -62,9 +62,7 @@ def _totals_columns(totals: np.ndarray, start: int, stop: int) -> np.ndarray:
     return as_float32(totals if totals.ndim == 1 else totals[:, start:stop])
 
 
-def permutation_pvalues(
-    block: PermutationBlock, rng: np.random.Generator, n_permutations: int
-) -> PermutationResult:
+def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_permutations: int) -> PermutationResult:
     """Two-sided within-task permutation test of the pooled prevalence delta for every feature of `block`.
 
     A permuted delta counts as at least as extreme when its distance from the null centre (the delta at
@@ -139,9 +137,7 @@ def refined_pvalues(
             columns = np.flatnonzero(candidates[offsets[i] : offsets[i + 1]])
             if columns.size == 0:
                 continue
-            sub = PermutationBlock(
-                _select_columns(block.counts, columns), _select_totals(block, columns), block.design
-            )
+            sub = PermutationBlock(_select_columns(block.counts, columns), _select_totals(block, columns), block.design)
             fresh = permutation_pvalues(sub, rng, n_next)
             p[offsets[i] + columns] = fresh.p_value
             exceed[offsets[i] + columns] = fresh.exceedances

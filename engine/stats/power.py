@@ -21,9 +21,7 @@ from scipy import stats
 from engine.stats.design import CheckpointDesign, task_onehot
 
 
-def permutation_se(
-    counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray
-) -> np.ndarray:
+def permutation_se(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray) -> np.ndarray:
     """(n_features,) standard deviation of the pooled delta under within-task permutation (closed form).
 
     Same inputs as `engine.stats.prevalence.test_prevalence`; NaN where no task is shared or no segments.

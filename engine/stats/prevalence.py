@@ -59,7 +59,7 @@ def test_prevalence(
     carry no within-task contrast. p: two-sided permutation test permuting checkpoint labels among rollouts
     WITHIN each task, (b + 1) / (B + 1), vectorised as one matrix product (permutations x rollouts) @
     (rollouts x features). CI: percentile bootstrap over tasks (rollouts within task and checkpoint when
-    fewer than FEW_TASKS tasks are shared). All NaN when no task is shared.
+    fewer than MIN_TASKS tasks are shared). All NaN when no task is shared.
     """
     counts = np.asarray(counts)
     totals = np.asarray(totals)

@@ -1,0 +1,184 @@
+"""The deltas stage on stores built from simulated studies with known answers."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from engine import deltas
+from engine.config import AnalyzeConfig
+from engine.progress import NullProgress
+from tests.factories_stats import build_study
+
+CONFIG = AnalyzeConfig(before="before", after="after", permutations=499)
+
+
+def _run(store, config=CONFIG, seed=0) -> int:
+    return deltas.run(store, config, np.random.default_rng(seed), NullProgress())
+
+
+def _row(store, feature_id, kind) -> dict:
+    return store.frame("SELECT * FROM feature_deltas WHERE feature_id = ? AND kind = ?", [feature_id, kind]).row(
+        0, named=True
+    )
+
+
+def _add_feature(store, feature_id: int, every_segment: bool) -> None:
+    store.append(
+        "features",
+        pl.DataFrame(
+            {
+                "feature_id": [feature_id],
+                "source": ["structural"],
+                "name": [f"x:{feature_id}"],
+                "label": [f"extra {feature_id}"],
+                "threshold": [1.0],
+            }
+        ),
+    )
+    if every_segment:
+        store.execute(f"INSERT INTO segment_features SELECT segment_id, {feature_id}, 2.0 FROM segments")
+
+
+@pytest.fixture
+def study(store):
+    build_study(
+        store,
+        np.random.default_rng(0),
+        n_tasks=48,
+        rollouts_per_checkpoint=4,
+        rollout_sd=0.5,
+        shifts={0: 0.3, 1: -0.2},
+        reward_feature=2,
+        split="alternate",
+    )
+    _add_feature(store, 100, every_segment=False)  # never fires
+    _add_feature(store, 101, every_segment=True)  # fires in every segment
+    return store
+
+
+def test_planted_shifts_are_found_with_covering_intervals(study):
+    assert _run(study) == 42 * 3  # every feature x (text, tool_call, any)
+    covered = 0
+    for kind in ("text", "tool_call"):
+        up, down = _row(study, 0, kind), _row(study, 1, kind)
+        assert up["q_value"] < 0.05 and up["delta"] > 0
+        assert down["q_value"] < 0.05 and down["delta"] < 0
+        covered += (up["ci_low"] <= 0.3 <= up["ci_high"]) + (down["ci_low"] <= -0.2 <= down["ci_high"])
+    # 95% intervals (calibrated in test_stats_calibration): two misses of four would happen about 1.4% of the time.
+    assert covered >= 3
+    null = study.frame("SELECT q_value FROM feature_deltas WHERE tested AND feature_id BETWEEN 2 AND 39")
+    assert (null["q_value"] < 0.05).sum() <= 2
+
+
+def test_prevalence_rates_and_threshold_match_a_direct_count(study):
+    _run(study)
+    direct = study.frame(
+        "SELECT r.checkpoint, count(DISTINCT s.segment_id) FILTER (WHERE sf.activation >= 1.0) AS fired, "
+        "count(DISTINCT s.segment_id) AS segments, "
+        "count(DISTINCT r.rollout_key) FILTER (WHERE sf.activation >= 1.0) AS rollouts_fired, "
+        "count(DISTINCT r.rollout_key) AS rollouts "
+        "FROM rollouts r JOIN segments s USING (rollout_key) "
+        "LEFT JOIN segment_features sf ON sf.segment_id = s.segment_id AND sf.feature_id = 5 "
+        "WHERE r.split = 'discovery' AND s.kind = 'text' GROUP BY 1"
+    )
+    by = {row["checkpoint"]: row for row in direct.iter_rows(named=True)}
+    row = _row(study, 5, "text")
+    assert row["prevalence_before"] == pytest.approx(by["before"]["fired"] / by["before"]["segments"])
+    assert row["prevalence_after"] == pytest.approx(by["after"]["fired"] / by["after"]["segments"])
+    assert row["rollout_rate_after"] == pytest.approx(by["after"]["rollouts_fired"] / by["after"]["rollouts"])
+    assert row["n_before"] == by["before"]["segments"]
+    assert row["delta"] == pytest.approx(row["prevalence_after"] - row["prevalence_before"])
+    assert row["ratio"] == pytest.approx(row["prevalence_after"] / row["prevalence_before"])
+    # Sub-threshold activations are stored but do not fire.
+    assert study.scalar("SELECT count(*) FROM segment_features WHERE feature_id = 5 AND activation < 1") > 0
+    any_row = _row(study, 5, "any")
+    assert any_row["prevalence_before"] == any_row["rollout_rate_before"]
+
+
+def test_support_filters_are_written_and_counted(study):
+    _run(study)
+    assert _row(study, 100, "text")["tested"] is False
+    assert _row(study, 100, "text")["skip_reason"] == deltas.SKIP_RARE
+    assert _row(study, 101, "tool_call")["skip_reason"] == deltas.SKIP_COMMON
+    assert _row(study, 101, "tool_call")["prevalence_after"] == 1.0
+    assert _row(study, 101, "any")["p_value"] is None
+    metrics = json.loads(study.scalar("SELECT metrics FROM runs WHERE stage = 'deltas'"))
+    counts = study.frame("SELECT tested, count(*) AS n FROM feature_deltas GROUP BY 1")
+    assert metrics["n_tested"] == counts.filter(pl.col("tested"))["n"].item()
+    assert metrics["n_skipped"] == counts.filter(~pl.col("tested"))["n"].item()
+    assert metrics["skipped_by_reason"][deltas.SKIP_RARE] >= 3
+    summary = deltas.testing_summary(study)
+    assert summary["tested"] == metrics["n_tested"] and summary["significant"] == metrics["n_significant"]
+
+
+def test_reward_association_within_checkpoint(study):
+    _run(study)
+    row = _row(study, 2, "any")
+    assert row["reward_assoc_before"] > 0.3 and row["reward_assoc_after"] > 0.3
+    others = study.frame(
+        "SELECT reward_assoc_before FROM feature_deltas WHERE kind = 'any' AND feature_id > 5 AND tested"
+    )
+    assert others["reward_assoc_before"].abs().median() < 0.2
+
+
+def test_task_breakdown_matches_the_pooled_numbers(study):
+    _run(study)
+    tasks = study.frame("SELECT * FROM feature_task_deltas WHERE feature_id = 0 AND kind = 'text'")
+    assert tasks.height == 24  # discovery tasks
+    row = _row(study, 0, "text")
+    pooled = (tasks["prevalence_after"] * tasks["n_after"]).sum() / tasks["n_after"].sum()
+    assert pooled == pytest.approx(row["prevalence_after"])
+    assert study.scalar("SELECT count(*) FROM feature_task_deltas WHERE feature_id = 100") == 0  # untested
+
+
+def test_heldout_and_one_sided_tasks_do_not_enter(study):
+    _run(study)
+    before = study.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
+    study.execute(
+        "DELETE FROM segment_features WHERE segment_id IN (SELECT segment_id FROM segments "
+        "JOIN rollouts USING (rollout_key) WHERE split = 'heldout')"
+    )
+    extra = study.frame("SELECT * FROM rollouts WHERE checkpoint = 'after' AND split = 'discovery' LIMIT 3")
+    study.append("rollouts", extra.with_columns(rollout_key=pl.col("rollout_key") + 10_000, task_id=pl.lit("lonely")))
+    assert _run(study) > 0  # inputs changed: recomputed, not skipped
+    after = study.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
+    assert after.height == before.height
+    for column in ("prevalence_before", "prevalence_after", "n_before", "n_after", "tested"):
+        assert after[column].to_list() == before[column].to_list()
+    metrics = json.loads(study.scalar("SELECT metrics FROM runs WHERE stage = 'deltas' ORDER BY finished_at DESC"))
+    assert metrics["n_rollouts_dropped_unshared_task"] == 3
+
+
+def test_rerun_is_skipped_and_a_new_config_replaces_rows(study):
+    first = _run(study)
+    assert _run(study) == 0
+    assert _run(study, AnalyzeConfig(before="before", after="after", permutations=199)) == first
+    assert study.scalar("SELECT count(*) FROM feature_deltas") == first
+
+
+def test_kind_present_in_one_checkpoint_is_skipped(store):
+    build_study(store, np.random.default_rng(1), n_tasks=12, n_features=4)
+    store.execute(
+        "UPDATE segments SET kind = 'reasoning' WHERE kind = 'tool_call' AND rollout_key IN "
+        "(SELECT rollout_key FROM rollouts WHERE checkpoint = 'after')"
+    )
+    _run(store)
+    reasons = store.frame("SELECT DISTINCT skip_reason FROM feature_deltas WHERE kind IN ('reasoning', 'tool_call')")
+    assert reasons["skip_reason"].to_list() == [deltas.SKIP_NO_SEGMENTS]
+    assert store.scalar("SELECT count(*) FROM feature_deltas WHERE kind = 'text' AND tested") > 0
+
+
+def test_ranked_deltas_orders_by_q_then_size(study):
+    _run(study)
+    table = deltas.ranked_deltas(study, top=10)
+    assert table.height == 10 and set(table["feature_id"][:4]) <= {0, 1}
+    q = table["q_value"].to_numpy()
+    assert (np.diff(q) >= 0).all()
+    tied = table.filter(pl.col("q_value") == q[0])["delta"].abs().to_numpy()
+    assert (np.diff(tied) <= 0).all()
+    only = deltas.ranked_deltas(study, kind="tool_call", top=3)
+    assert set(only["kind"]) == {"tool_call"} and {"label", "prevalence_before", "q_value"} <= set(only.columns)
