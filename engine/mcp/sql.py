@@ -1,0 +1,122 @@
+"""Read-only SQL for agents: one query, checked before it runs, on a locked-down read-only connection, with a
+row cap and a time limit.
+
+Three layers, each enough on its own for the common cases: (1) the text must parse to exactly one SELECT
+statement (`SELECT`, `WITH … SELECT`, `FROM …`, `VALUES`, `DESCRIBE`, `SHOW`, `SUMMARIZE`) whose parse tree
+holds no INSERT/UPDATE/DELETE (DuckDB parses `WITH t AS (INSERT … RETURNING *) SELECT …` as a SELECT); (2) the
+connection is read-only; (3) it has no file system or network access (no COPY TO, ATTACH, read_csv, INSTALL or
+LOAD) and its configuration is locked (no SET).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from engine.errors import InputError
+
+MAX_ROWS = 1000
+MAX_TIMEOUT_S = 60.0
+# Settings of the connection agent queries run on (besides read_only).
+LOCKED_DOWN: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
+# Query-node types a read may contain; anything else (INSERT_QUERY_NODE, ...) modifies data.
+_READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+_ACCEPTED = "SELECT, WITH … SELECT, FROM …, VALUES, DESCRIBE, SHOW or SUMMARIZE"
+
+
+class QueryRefused(InputError):
+    """The text is not a single read-only query."""
+
+
+class QueryTimeout(InputError):
+    """The query ran past its time limit and was interrupted."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool  # more rows than the cap
+    elapsed_s: float
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _node_types(tree: Any, found: set[str]) -> set[str]:
+    if isinstance(tree, dict):
+        kind = tree.get("type")
+        if isinstance(kind, str) and kind.endswith("_NODE"):
+            found.add(kind)
+        for value in tree.values():
+            _node_types(value, found)
+    elif isinstance(tree, list):
+        for value in tree:
+            _node_types(value, found)
+    return found
+
+
+def check_query(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Raise `QueryRefused` unless `sql` is exactly one statement that only reads."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryRefused(f"not valid SQL: {_first_line(exc)}") from exc
+    if len(statements) != 1:
+        raise QueryRefused(f"send exactly one statement ({_ACCEPTED}); got {len(statements)}")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise QueryRefused(f"only read-only queries are accepted ({_ACCEPTED}); this is a {kind.name} statement")
+    raw = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchall()[0][0]
+    tree = json.loads(raw)
+    if tree.get("error"):
+        raise QueryRefused(f"cannot check this query: {tree.get('error_message', 'unknown error')}")
+    writes = sorted(t.removesuffix("_QUERY_NODE") for t in _node_types(tree, set()) - _READ_NODES)
+    if writes:
+        raise QueryRefused(f"the query contains a data-modifying part ({', '.join(writes)}); only reads are accepted")
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, max_rows: int, timeout_s: float) -> QueryResult:
+    """Check and run `sql` on `con`, keeping at most `max_rows` rows, interrupting it after `timeout_s`.
+
+    `con` should be a read-only connection opened with `LOCKED_DOWN`; it is left busy (close it after).
+    """
+    if not 1 <= max_rows <= MAX_ROWS:
+        raise InputError(f"max_rows must be between 1 and {MAX_ROWS}")
+    if not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise InputError(f"timeout_s must be above 0 and at most {MAX_TIMEOUT_S:g}")
+    check_query(con, sql)
+    timer = threading.Timer(timeout_s, con.interrupt)
+    start = time.perf_counter()
+    timer.start()
+    try:
+        cur = con.execute(sql)
+        rows = cur.fetchmany(max_rows + 1)
+        description = cur.description or []
+    except duckdb.InterruptException as exc:
+        raise QueryTimeout(
+            f"the query ran longer than {timeout_s:g}s and was stopped; narrow it (filters, LIMIT) or raise timeout_s"
+        ) from exc
+    except duckdb.Error as exc:
+        raise InputError(f"query failed: {_first_line(exc)}") from exc
+    finally:
+        timer.cancel()
+    return QueryResult(
+        columns=[d[0] for d in description],
+        types=[str(d[1]) for d in description],
+        rows=rows[:max_rows],
+        truncated=len(rows) > max_rows,
+        elapsed_s=time.perf_counter() - start,
+    )

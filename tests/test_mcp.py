@@ -1,0 +1,422 @@
+"""The MCP server driven through the SDK's in-process client: every tool, its answers checked against the
+store, bad arguments, the write tools' effects, that read tools never write, and a locked store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from factories_mcp import AFTER, BEFORE, build_sample_store
+from mcp import Client
+
+from engine.mcp.results import clip, to_json
+from engine.mcp_server import build_server
+from engine.store import Store
+
+READ_TOOLS = {
+    "study_summary",
+    "list_deltas",
+    "get_feature",
+    "list_clusters",
+    "get_cluster",
+    "list_hypotheses",
+    "get_hypothesis",
+    "list_rollouts",
+    "read_rollout",
+    "read_segment",
+    "query_sql",
+}
+WRITE_TOOLS = {"add_hypothesis", "run_hypothesis_test", "record_decision"}
+
+
+@pytest.fixture(scope="module")
+def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_sample_store(tmp_path_factory.mktemp("mcp") / "sample.duckdb")
+
+
+@pytest.fixture
+def study(sample_store: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the sample store for one test (write tools change it)."""
+    return Path(shutil.copy(sample_store, tmp_path / "study.duckdb"))
+
+
+def sql(path: Path, query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    with Store(path, read_only=True) as store:
+        return store.execute(query, params).fetchall()
+
+
+async def call(client: Client, tool: str, **args: Any) -> Any:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+async def error(client: Client, tool: str, **args: Any) -> str:
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.content[0].text
+    return result.content[0].text
+
+
+async def test_lists_every_tool_with_a_strict_schema_and_honest_annotations(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == READ_TOOLS | WRITE_TOOLS
+    for name, tool in tools.items():
+        assert tool.description and len(tool.description) > 40, name
+        assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False, name
+        assert tool.annotations.read_only_hint is (name in READ_TOOLS), name
+    for name in WRITE_TOOLS:
+        assert tools[name].description.startswith("WRITES:"), name
+        assert tools[name].annotations.destructive_hint is False
+    assert set(tools["list_deltas"].input_schema["properties"]) >= {"kind", "direction", "source", "max_q", "search"}
+    assert tools["add_hypothesis"].input_schema["required"] == ["statement", "direction"]
+
+
+async def test_study_summary_matches_the_store(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        summary = await call(client, "study_summary")
+    assert (summary["before"], summary["after"]) == (BEFORE, AFTER)
+    assert summary["shared_tasks"] == 4
+    for c in summary["checkpoints"]:
+        rollouts, tasks, mean = sql(
+            study,
+            "SELECT count(*), count(DISTINCT task_id), avg(reward) FROM rollouts WHERE checkpoint = ?",
+            [c["checkpoint"]],
+        )[0]
+        assert (c["rollouts"], c["tasks"]) == (rollouts, tasks) == (66, 4)
+        assert c["reward"]["mean"] == pytest.approx(mean, rel=1e-3)
+        assert c["reward"]["ci_low"] < c["reward"]["mean"] < c["reward"]["ci_high"]
+        by_kind = dict(
+            sql(
+                study,
+                "SELECT s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
+                "WHERE r.checkpoint = ? GROUP BY ALL",
+                [c["checkpoint"]],
+            )
+        )
+        assert {k: n for k, n in c["segments"].items() if n} == by_kind
+    assert summary["rollouts_by_split"] == dict(sql(study, "SELECT split, count(*) FROM rollouts GROUP BY ALL"))
+    assert summary["features"] == sql(study, "SELECT count(*) FROM features")[0][0]
+    tested, significant = sql(
+        study, "SELECT count(*) FILTER (WHERE tested), count(*) FILTER (WHERE q_value <= 0.05) FROM feature_deltas"
+    )[0]
+    assert (summary["deltas_tested"], summary["deltas_significant"]) == (tested, significant)
+    assert summary["clusters"] == 2 and summary["hypotheses_by_status"] == {}
+    assert [s["stage"] for s in summary["stages"]] == ["split"]
+
+
+async def test_list_deltas_filters_sorts_and_pages(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        everything = await call(client, "list_deltas", limit=200)
+        decreases = await call(client, "list_deltas", direction="decrease", limit=200)
+        text = await call(client, "list_deltas", kind="text", limit=200)
+        strong = await call(client, "list_deltas", max_q=0.05)
+        found = await call(client, "list_deltas", search="TRANSFER")
+        with_untested = await call(client, "list_deltas", include_untested=True, limit=200)
+        by_q = await call(client, "list_deltas", sort="q", limit=200)
+        first = await call(client, "list_deltas", limit=3)
+        second = await call(client, "list_deltas", limit=3, offset=first["next_offset"])
+    n_tested, n_all = sql(study, "SELECT count(*) FILTER (WHERE tested), count(*) FROM feature_deltas")[0]
+    assert everything["total"] == len(everything["rows"]) == n_tested
+    assert with_untested["total"] == n_all
+    top = sql(study, "SELECT feature_id FROM feature_deltas WHERE tested ORDER BY abs(delta) DESC LIMIT 1")[0][0]
+    assert everything["rows"][0]["feature_id"] == top
+    assert [abs(r["delta"]) for r in everything["rows"]] == sorted(
+        (abs(r["delta"]) for r in everything["rows"]), reverse=True
+    )
+    assert decreases["rows"] and all(r["delta"] < 0 for r in decreases["rows"])
+    assert text["rows"] and {r["kind"] for r in text["rows"]} == {"text"}
+    assert strong["rows"] and all(r["q_value"] <= 0.05 for r in strong["rows"])
+    assert [r["name"] for r in found["rows"]] == ["tool:transfer_to_human_agents"]
+    assert [r["q_value"] for r in by_q["rows"]] == sorted(r["q_value"] for r in by_q["rows"])
+    assert first["next_offset"] == 3 and second["offset"] == 3
+    assert [r["feature_id"] for r in first["rows"] + second["rows"]] == [
+        r["feature_id"] for r in everything["rows"][:6]
+    ]
+
+
+async def test_get_feature_gives_deltas_tasks_clusters_and_examples(study: Path) -> None:
+    fid = sql(study, "SELECT feature_id FROM features WHERE name = 'tool:transfer_to_human_agents'")[0][0]
+    async with Client(build_server(study)) as client:
+        feature = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=2)
+        bare = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=0, include_tasks=False)
+        missing = await error(client, "get_feature", feature_id=10_000)
+    before, after, q = sql(
+        study, "SELECT prevalence_before, prevalence_after, q_value FROM feature_deltas WHERE feature_id = ?", [fid]
+    )[0]
+    [delta] = feature["deltas"]
+    assert delta["prevalence_before"] == pytest.approx(before, rel=1e-3)
+    assert delta["prevalence_after"] == pytest.approx(after, rel=1e-3)
+    assert delta["q_value"] == pytest.approx(q, rel=1e-3)
+    discovery = {r[0] for r in sql(study, "SELECT DISTINCT task_id FROM rollouts WHERE split = 'discovery'")}
+    assert {t["task_id"] for t in feature["task_deltas"]} == discovery
+    assert feature["clusters"] == [{"cluster_id": 1, "label": "less common after"}]
+    assert [e["checkpoint"] for e in feature["examples"]] == [BEFORE, BEFORE, AFTER, AFTER]
+    for e in feature["examples"]:
+        tool, checkpoint = sql(
+            study,
+            "SELECT s.tool_name, r.checkpoint FROM segments s JOIN rollouts r "
+            "USING (rollout_key) WHERE s.segment_id = ?",
+            [e["segment_id"]],
+        )[0]
+        assert tool == "transfer_to_human_agents" and checkpoint == e["checkpoint"]
+        assert e["text"].startswith("transfer_to_human_agents") and e["peak"] == e["text"][:20]
+    assert bare["examples"] == [] and bare["task_deltas"] is None
+    assert "no feature with id 10000" in missing
+
+
+async def test_clusters_and_their_members(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        clusters = await call(client, "list_clusters")
+        cluster = await call(client, "get_cluster", cluster_id=1)
+        missing = await error(client, "get_cluster", cluster_id=7)
+    assert clusters["total"] == 2
+    assert {c["label"] for c in clusters["rows"]} == {"more common after", "less common after"}
+    members = {r[0] for r in sql(study, "SELECT feature_id FROM cluster_members WHERE cluster_id = 1")}
+    assert {m["feature_id"] for m in cluster["members"]} == members
+    assert all(m["delta"] < 0 for m in cluster["members"])
+    assert "no cluster with id 7" in missing
+
+
+async def test_read_rollout_returns_the_transcript_with_segment_ids(study: Path) -> None:
+    key, n_messages, task = sql(
+        study,
+        "SELECT rollout_key, n_messages, task_id FROM rollouts WHERE checkpoint = ? ORDER BY n_messages DESC LIMIT 1",
+        [AFTER],
+    )[0]
+    async with Client(build_server(study)) as client:
+        listed = await call(client, "list_rollouts", checkpoint=AFTER, search=task, limit=200)
+        whole = await call(client, "read_rollout", rollout_key=key, max_messages=200, max_chars=20000)
+        part = await call(client, "read_rollout", rollout_key=key, start_message=2, max_messages=3)
+        missing = await error(client, "read_rollout", rollout_key=99_999)
+    assert key in {r["rollout_key"] for r in listed["rows"]}
+    assert all(r["checkpoint"] == AFTER and task in r["task_id"] + r["rollout_id"] for r in listed["rows"])
+    assert whole["rollout"]["rollout_key"] == key and len(whole["messages"]) == n_messages
+    assert whole["next_message"] is None
+    stored = sql(study, "SELECT message_index, role, content FROM messages WHERE rollout_key = ? ORDER BY 1", [key])
+    for m, (index, role, content) in zip(whole["messages"], stored, strict=True):
+        assert (m["message_index"], m["role"], m.get("content")) == (index, role, content or None)
+    listed_segments = {s["segment_id"] for m in whole["messages"] for s in m.get("segments", [])}
+    assert listed_segments == {r[0] for r in sql(study, "SELECT segment_id FROM segments WHERE rollout_key = ?", [key])}
+    assert [m["message_index"] for m in part["messages"]] == [2, 3, 4] and part["next_message"] == 5
+    assert whole["counterparts"] and all(c["checkpoint"] == BEFORE for c in whole["counterparts"])
+    counterpart_tasks = sql(
+        study,
+        "SELECT DISTINCT task_id FROM rollouts WHERE rollout_key IN (SELECT unnest(?))",
+        [[c["rollout_key"] for c in whole["counterparts"]]],
+    )
+    assert counterpart_tasks == [(task,)]
+    assert "no rollout with key 99999" in missing
+
+
+async def test_read_segment_gives_its_place_features_and_context(study: Path) -> None:
+    sid, key, index, text = sql(
+        study,
+        "SELECT s.segment_id, s.rollout_key, s.message_index, s.text FROM segments s "
+        "JOIN segment_features USING (segment_id) WHERE s.message_index >= 3 "
+        "ORDER BY s.segment_id LIMIT 1",
+    )[0]
+    async with Client(build_server(study)) as client:
+        seg = await call(client, "read_segment", segment_id=sid, context_messages=1, max_chars=20000)
+        short = await call(client, "read_segment", segment_id=sid, context_messages=0, max_chars=20)
+        missing = await error(client, "read_segment", segment_id=10**9)
+    assert seg["segment"]["text"] == text and seg["segment"]["rollout_key"] == key
+    assert [m["message_index"] for m in seg["context"]] == [index - 1, index, index + 1]
+    assert sid in {s["segment_id"] for s in seg["context"][1]["segments"]}
+    fired = {r[0] for r in sql(study, "SELECT feature_id FROM segment_features WHERE segment_id = ?", [sid])}
+    assert {f["feature_id"] for f in seg["features"]} == fired
+    assert short["segment"]["text"] == clip(text, 20) and len(short["context"]) == 1
+    assert "no segment with id" in missing
+
+
+async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        added = await call(
+            client,
+            "add_hypothesis",
+            statement="The agent hands off to a human less often",
+            direction="decrease",
+            verifier={"tool_name": "transfer_to_human_agents"},
+            kind="tool_call",
+        )
+        hid = added["hypothesis_id"]
+        assert added["status"] == "proposed" and added["labeler"] == "verifier"
+        assert added["spec"] == {"all": [{"kind": "tool_call"}, {"tool_name": "transfer_to_human_agents"}]}
+        by_pattern = await call(
+            client,
+            "add_hypothesis",
+            statement="More apologies",
+            direction="increase",
+            pattern=r"\bsorry\b",
+            kind="text",
+        )
+        tested = await call(client, "run_hypothesis_test", hypothesis_id=hid)
+        listed = await call(client, "list_hypotheses")
+        proposed = await call(client, "list_hypotheses", status="proposed")
+        detail = await call(client, "get_hypothesis", hypothesis_id=hid, examples_per_checkpoint=2)
+        decided = await call(
+            client, "record_decision", hypothesis_id=hid, decision="accepted", note="hand-offs nearly vanish"
+        )
+        accepted = await call(client, "list_hypotheses", decision="accepted")
+        cleared = await call(client, "record_decision", hypothesis_id=hid, decision="none")
+        unknown = await error(client, "record_decision", hypothesis_id=99, decision="accepted")
+        untestable = await error(client, "run_hypothesis_test", hypothesis_id=99)
+    assert tested["hypothesis_id"] == hid and tested["direction"] == "decrease"
+    assert tested["status"] == "validated" and tested["delta"] < 0 and tested["q_value"] < 0.05
+    heldout = sql(
+        study,
+        "SELECT count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
+        "WHERE r.split = 'heldout' AND s.kind = 'tool_call'",
+    )[0][0]
+    assert tested["n_labeled"] == heldout
+    assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, by_pattern["hypothesis_id"]}
+    assert listed["rows"][0]["hypothesis_id"] == hid  # validated first
+    assert [r["hypothesis_id"] for r in proposed["rows"]] == [by_pattern["hypothesis_id"]]
+    assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}
+    assert detail["provenance"]["split"] == "heldout" and detail["examples"]
+    for e in detail["examples"]:
+        split, tool = sql(
+            study,
+            "SELECT r.split, s.tool_name FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id = ?",
+            [e["segment_id"]],
+        )[0]
+        assert split == "heldout" and tool == "transfer_to_human_agents"
+    assert decided == {
+        "hypothesis_id": hid,
+        "decision": "accepted",
+        "note": "hand-offs nearly vanish",
+        "status": "validated",
+    }
+    assert [r["hypothesis_id"] for r in accepted["rows"]] == [hid]
+    assert cleared["decision"] is None and cleared["note"] == "hand-offs nearly vanish"
+    assert sql(study, "SELECT decision, note FROM hypotheses WHERE hypothesis_id = ?", [hid]) == [
+        (None, "hand-offs nearly vanish")
+    ]
+    assert "no hypothesis with id 99" in unknown and "no hypothesis with id 99" in untestable
+
+
+async def test_add_hypothesis_refuses_bad_labelers_and_writes_nothing(
+    study: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    async with Client(build_server(study)) as client:
+        none = await error(client, "add_hypothesis", statement="Something", direction="increase")
+        two = await error(
+            client, "add_hypothesis", statement="Something", direction="increase", pattern="a", judge_question="Is it?"
+        )
+        bad_regex = await error(client, "add_hypothesis", statement="Something", direction="increase", pattern="(")
+        bad_spec = await error(
+            client,
+            "add_hypothesis",
+            statement="Something",
+            direction="increase",
+            verifier={"all": [{"regex": "x"}, {"colour": "red"}]},
+        )
+        assert sql(study, "SELECT count(*) FROM hypotheses")[0][0] == 0
+        judged = await call(
+            client,
+            "add_hypothesis",
+            statement="The agent offers alternatives",
+            direction="increase",
+            judge_question="Does the agent offer an alternative?",
+        )
+        no_key = await error(client, "run_hypothesis_test", hypothesis_id=judged["hypothesis_id"])
+    assert "exactly one of pattern, verifier or judge_question" in none and "exactly one" in two
+    assert "regex" in bad_regex and "colour" in bad_spec
+    assert judged["labeler"] == "judge" and judged["spec"]["question"] == "Does the agent offer an alternative?"
+    assert "ANTHROPIC_API_KEY" in no_key
+    assert sql(study, "SELECT status FROM hypotheses") == [("proposed",)]
+
+
+async def test_bad_arguments_get_clear_errors(study: Path) -> None:
+    async with Client(build_server(study)) as client:
+        missing = await error(client, "get_feature")
+        wrong_type = await error(client, "get_feature", feature_id="nine")
+        out_of_range = await error(client, "list_deltas", limit=5000)
+        negative = await error(client, "read_rollout", rollout_key=-1)
+        unknown_arg = await error(client, "list_deltas", limt=3)
+        bad_choice = await error(client, "list_deltas", kind="paragraph")
+        bad_decision = await error(client, "record_decision", hypothesis_id=0, decision="maybe")
+        unknown_tool = await client.call_tool("drop_everything", {})
+    assert "'feature_id' is required" in missing
+    assert "feature_id" in wrong_type and "integer" in wrong_type
+    assert "limit" in out_of_range and "less than or equal to 200" in out_of_range
+    assert "rollout_key" in negative and "greater than or equal to 0" in negative
+    assert "unknown argument 'limt'" in unknown_arg and "limit" in unknown_arg
+    assert "kind" in bad_choice and "'tool_call'" in bad_choice
+    assert "'accepted', 'rejected' or 'none'" in bad_decision
+    assert unknown_tool.is_error and "drop_everything" in unknown_tool.content[0].text
+
+
+async def test_read_tools_leave_the_store_file_untouched(study: Path) -> None:
+    digest = hashlib.sha256(study.read_bytes()).hexdigest()
+    calls = [
+        ("study_summary", {}),
+        ("list_deltas", {}),
+        ("get_feature", {"feature_id": 0}),
+        ("list_clusters", {}),
+        ("get_cluster", {"cluster_id": 0}),
+        ("list_hypotheses", {}),
+        ("list_rollouts", {}),
+        ("read_rollout", {"rollout_key": 0}),
+        ("read_segment", {"segment_id": 0}),
+        ("query_sql", {"sql": "SELECT count(*) FROM segments"}),
+        ("query_sql", {"sql": "DELETE FROM segments"}),
+    ]
+    async with Client(build_server(study)) as client:
+        for tool, args in calls:
+            await client.call_tool(tool, args)
+    assert hashlib.sha256(study.read_bytes()).hexdigest() == digest
+
+
+HOLD = (
+    "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == 'ro'); "
+    "print('held', flush=True); sys.stdin.read()"
+)
+
+
+def hold(path: Path, mode: str) -> subprocess.Popen[str]:
+    """Another process holding the store open ('rw' as a writer would, 'ro' as a reader) until stdin closes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+async def test_a_store_locked_by_another_process_gives_a_clear_error(study: Path) -> None:
+    server = build_server(study, lock_wait_s=0.3)
+    writer = hold(study, "rw")
+    try:
+        async with Client(server) as client:
+            busy = await error(client, "study_summary")
+            busy_sql = await error(client, "query_sql", sql="SELECT 1")
+    finally:
+        writer.communicate("")
+    assert f"PID {writer.pid}" in busy and "being written by another process" in busy
+    assert f"PID {writer.pid}" in busy_sql
+    reader = hold(study, "ro")
+    try:
+        async with Client(server) as client:
+            readable = await call(client, "list_clusters")
+            no_write = await error(client, "record_decision", hypothesis_id=0, decision="accepted")
+    finally:
+        reader.communicate("")
+    assert readable["total"] == 2
+    assert f"PID {reader.pid}" in no_write and "writing needs sole access" in no_write
+    async with Client(server) as client:  # free again: the server held nothing in between
+        assert (await call(client, "list_clusters"))["total"] == 2
+
+
+def test_results_escape_control_and_bidi_characters_and_round_trip() -> None:
+    hostile = "ok \x1b[31mred\x1b[0m \x9b2J \u202eevil\u202c line\u2028break \x07"
+    text = to_json({"text": hostile, "p": 0.000123456789, "nan": float("nan"), "big": 12345.6789})
+    assert not any(ch in text for ch in "\x1b\x9b\u202e\u202c\u2028\x07")
+    assert json.loads(text) == {"text": hostile, "p": 0.0001235, "nan": None, "big": 12350.0}
+    assert clip("abcdef", 4) == "abcd…[2 more chars]" and clip("abc", 4) == "abc"
