@@ -12,14 +12,15 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING
 
 from engine.errors import InputError, RldiffError
-from engine.mcp.access import LOCK_WAIT_S, StoreAccess, StoreBusy
-from engine.mcp.tools import StudyTools
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger(__name__)
+LOCK_WAIT_S = 3.0  # how long a tool call waits for another process's lock on the store
 
 INSTRUCTIONS = """\
 rldiff study {store}: agent rollouts from two checkpoints of a model (before and after a training step) on the
@@ -44,6 +45,12 @@ def build_server(store_path: str | Path, *, lock_wait_s: float = LOCK_WAIT_S) ->
     path = Path(store_path)
     if not path.is_file():
         raise InputError(f"{path}: no such store; create one with `rldiff ingest` or `rldiff compare`")
+    # Imported here so a bad argument fails fast: the SDK and the engine take seconds to import.
+    from mcp.server.mcpserver import MCPServer
+
+    from engine.mcp.access import StoreAccess, StoreBusy
+    from engine.mcp.tools import StudyTools
+
     access = StoreAccess(path, lock_wait_s=lock_wait_s)
     try:
         with access.reading():

@@ -30,7 +30,6 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-LOCK_WAIT_S = 3.0
 _RETRY_S = 0.1
 
 
@@ -60,7 +59,7 @@ def _is_lock_error(exc: BaseException) -> bool:
 class StoreAccess:
     """Opens `path` for one tool call at a time."""
 
-    def __init__(self, path: str | Path, *, lock_wait_s: float = LOCK_WAIT_S) -> None:
+    def __init__(self, path: str | Path, *, lock_wait_s: float) -> None:
         self.path = Path(path)
         self.lock_wait_s = lock_wait_s
         self._one_call = threading.Lock()

@@ -37,6 +37,9 @@ _ACCEPTED = "SELECT, WITH … SELECT, FROM …, VALUES, DESCRIBE, SHOW or SUMMAR
 class QueryRefused(InputError):
     """The text is not a single read-only query."""
 
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"refused: {reason}")
+
 
 class QueryTimeout(InputError):
     """The query ran past its time limit and was interrupted."""

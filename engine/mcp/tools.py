@@ -20,13 +20,13 @@ from mcp_types import ToolAnnotations
 from pydantic import ConfigDict, Field, ValidationError
 
 from engine.errors import InputError, RldiffError
-from engine.hypotheses import ledger
-from engine.hypotheses.verifier import Verifier
 from engine.mcp.access import StoreAccess
 from engine.mcp.results import clip, to_json
 from engine.mcp.sql import MAX_ROWS, MAX_TIMEOUT_S, run_query
 from engine.store import queries, writes
-from engine.summary import study_summary
+
+# engine.summary and engine.hypotheses (scipy, the stats and LLM layers) are imported in the tools that use
+# them: an agent harness starts this server with every session, and those imports double its start-up time.
 
 Kind = Literal["reasoning", "text", "tool_call"]
 DeltaKind = Literal["reasoning", "text", "tool_call", "any"]
@@ -140,6 +140,8 @@ class StudyTools:
         segments by kind and success rate (mean reward with a task-clustered 95% CI); the compared
         before/after pair; rollouts per split; tested and significant (q <= 0.05) feature deltas; clusters;
         hypotheses by status; the user's decisions; and the pipeline stages that ran."""
+        from engine.summary import study_summary
+
         with self.access.reading() as s:
             summary = study_summary(s.store)
             before, after = queries.compared_checkpoints(s.con)
@@ -452,6 +454,9 @@ class StudyTools:
         """WRITES: add a hypothesis to the store, labelled by exactly one of: a regex `pattern`, a
         `verifier` spec, or a `judge_question` (needs ANTHROPIC_API_KEY in the server's environment to test).
         It starts as 'proposed'; call run_hypothesis_test with the returned hypothesis_id to test it."""
+        from engine.hypotheses import ledger
+        from engine.hypotheses.verifier import Verifier
+
         if sum(x is not None for x in (pattern, verifier, judge_question)) != 1:
             raise InputError("give exactly one of pattern, verifier or judge_question")
         with self.access.writing() as s:
@@ -479,6 +484,8 @@ class StudyTools:
         """WRITES: label the held-out split for one hypothesis (verifier: every segment; judge: a stratified
         sample) and test it with the other labelled hypotheses as one family (their q-values are
         recomputed). Returns the status (validated / rejected / inconclusive), why, and the statistics."""
+        from engine.hypotheses import ledger
+
         with self.access.writing() as s:
             validation = ledger.test_hypothesis(s.store, hypothesis_id)
             row = queries.hypothesis(s.con, hypothesis_id)
@@ -495,6 +502,8 @@ class StudyTools:
     ) -> str:
         """WRITES: record the user's triage of a hypothesis (accepted / rejected / none) with an optional note.
         Only do this when the user asked for it."""
+        from engine.hypotheses import ledger
+
         with self.access.writing() as s:
             ledger.decide(s.store, hypothesis_id, None if decision == "none" else decision, note)
             row = queries.hypothesis(s.con, hypothesis_id)
