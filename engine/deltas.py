@@ -55,7 +55,7 @@ class Discovery:
     """Discovery rollouts of the two checkpoints in tasks both share, and what fired in them."""
 
     rollouts: pl.DataFrame  # rollout_key, task_id, is_after, reward; row i is rollout index i
-    features: pl.DataFrame  # feature_id; row j is feature index j
+    features: pl.DataFrame  # feature_id; row j is column j (a group number when loaded by groups)
     totals: dict[str, np.ndarray]  # kind -> (n_rollouts,) segments of that kind ('any': 1 if any segment)
     counts: dict[str, sp.csc_array]  # kind -> (n_rollouts, n_features) firing segments ('any': 0/1)
     n_dropped: int  # discovery rollouts of tasks seen by one checkpoint only
@@ -86,8 +86,12 @@ def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_discovery(store: Store, before: str, after: str) -> Discovery:
-    """Read the discovery split of `before` and `after` into per-kind sparse firing counts."""
+def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame | None = None) -> Discovery:
+    """Read the discovery split of `before` and `after` into per-kind sparse firing counts.
+
+    Columns are features (feature_id order) or, with `groups` (feature_id, group: 0..n-1), groups of
+    features: a segment counts for a group when any member fires in it (clusters use this).
+    """
     rollouts = store.frame(
         "SELECT rollout_key, task_id, checkpoint = ? AS is_after, reward FROM rollouts "
         "WHERE split = 'discovery' AND checkpoint IN (?, ?) ORDER BY rollout_key",
@@ -98,22 +102,29 @@ def load_discovery(store: Store, before: str, after: str) -> Discovery:
     kept = rollouts.filter(pl.col("task_id").is_in(shared.implode()))
     task_code = np.unique(kept["task_id"].to_numpy(), return_inverse=True)[1].ravel()
     kept = kept.with_columns(task_code=pl.Series(task_code, dtype=pl.Int64)).with_row_index("r")
-    features = store.frame("SELECT feature_id FROM features ORDER BY feature_id").with_row_index("f")
+    if groups is None:
+        columns = store.frame("SELECT feature_id FROM features ORDER BY feature_id")
+        groups = columns.with_row_index("group").select("feature_id", pl.col("group").cast(pl.Int64))
+    else:
+        columns = pl.DataFrame({"feature_id": np.arange(int(groups["group"].max() or 0) + 1 if groups.height else 0)})
     store.execute("CREATE OR REPLACE TEMP TABLE delta_rollouts (rollout_key BIGINT, r INTEGER)")
+    store.execute("CREATE OR REPLACE TEMP TABLE delta_groups (feature_id BIGINT, grp BIGINT)")
     store.append("delta_rollouts", kept.select("rollout_key", pl.col("r").cast(pl.Int32)))
+    store.append("delta_groups", groups.select("feature_id", pl.col("group").alias("grp")))
     try:
         seg_totals = store.frame(
             "SELECT d.r, s.kind, count(*) AS n FROM segments s JOIN delta_rollouts d USING (rollout_key) GROUP BY ALL"
         )
         fired = store.frame(
-            "SELECT d.r, s.kind, sf.feature_id, count(*) AS n FROM segment_features sf "
-            "JOIN features f USING (feature_id) JOIN segments s USING (segment_id) "
-            "JOIN delta_rollouts d USING (rollout_key) WHERE sf.activation >= f.threshold GROUP BY ALL"
+            "SELECT d.r, s.kind, g.grp AS f, count(DISTINCT s.segment_id) AS n FROM segment_features sf "
+            "JOIN features f USING (feature_id) JOIN delta_groups g USING (feature_id) "
+            "JOIN segments s USING (segment_id) JOIN delta_rollouts d USING (rollout_key) "
+            "WHERE sf.activation >= f.threshold GROUP BY ALL"
         )
     finally:
         store.execute("DROP TABLE IF EXISTS delta_rollouts")
-    fired = fired.join(features.select("feature_id", "f"), on="feature_id")
-    n, m = kept.height, features.height
+        store.execute("DROP TABLE IF EXISTS delta_groups")
+    n, m = kept.height, columns.height
     totals: dict[str, np.ndarray] = {}
     counts: dict[str, sp.csc_array] = {}
     for kind in KINDS:
@@ -133,7 +144,7 @@ def load_discovery(store: Store, before: str, after: str) -> Discovery:
     )
     return Discovery(
         kept.select("rollout_key", "task_id", "task_code", "is_after", "reward"),
-        features.select("feature_id"),
+        columns.select("feature_id"),
         totals,
         counts,
         rollouts.height - kept.height,

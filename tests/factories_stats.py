@@ -64,6 +64,7 @@ def build_study(
     environments: int | None = None,
     split: str | None = "discovery",
     reward_feature: int | None = None,
+    copies: dict[int, int] | None = None,
 ) -> None:
     """Fill an empty store with checkpoints 'before'/'after', rollouts, segments, features and activations.
 
@@ -72,6 +73,7 @@ def build_study(
     true delta is exactly shifts[j]); firing activations lie in [1, 3], and a third of non-firing segments
     get a sub-threshold activation in (0, 0.9) (threshold 1.0), so thresholding is exercised. Rewards are
     0/1; with `reward_feature`, rollouts where that feature fires succeed more often within every task.
+    `copies` {j: i} makes feature j also fire in every segment where feature i fires (co-activation).
     `split` fills rollouts.split: 'discovery' for all, 'alternate' for even tasks in discovery and odd ones
     held out, None to leave it to the split stage.
     """
@@ -103,6 +105,8 @@ def build_study(
                 shift = np.array([shifts.get(j, 0.0) for j in range(n_features)])
                 prob = prob + np.where(shift > 0, is_after[r], 1 - is_after[r]) * np.abs(shift)
                 fire = rng.uniform(size=n_features) < prob
+                for j, i in (copies or {}).items():
+                    fire[j] |= fire[i]
                 fires_any[r] |= fire
                 for j in np.flatnonzero(fire):
                     sf_rows.append((segment_id, j, float(rng.uniform(1, 3))))
