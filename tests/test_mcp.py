@@ -420,3 +420,47 @@ def test_results_escape_control_and_bidi_characters_and_round_trip() -> None:
     assert not any(ch in text for ch in "\x1b\x9b\u202e\u202c\u2028\x07")
     assert json.loads(text) == {"text": hostile, "p": 0.0001235, "nan": None, "big": 12350.0}
     assert clip("abcdef", 4) == "abcd…[2 more chars]" and clip("abc", 4) == "abc"
+
+
+async def test_every_read_tool_on_a_full_store_with_hostile_text(tmp_path: Path) -> None:
+    """The TUI's fixture store fills every table (SAE features with n-grams and token activations, hypotheses
+    of every status with labels, user labels) and plants terminal escapes and markup in rollout text."""
+    from factories_tui import HOSTILE
+    from factories_tui import build_store as build_full_store
+
+    path = build_full_store(tmp_path / "full.duckdb", hostile=True)
+    hypothesis_id, status = sql(
+        path, "SELECT hypothesis_id, status FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 1"
+    )[0]
+    sae_feature = sql(path, "SELECT feature_id FROM features WHERE source = 'sae' ORDER BY feature_id LIMIT 1")[0][0]
+    hostile_segment = sql(path, "SELECT segment_id FROM segments WHERE text = ?", [HOSTILE])[0][0]
+    async with Client(build_server(path)) as client:
+        texts = {}
+        for tool, args in [
+            ("study_summary", {}),
+            ("list_deltas", {"source": "sae", "limit": 5}),
+            ("get_feature", {"feature_id": sae_feature}),
+            ("list_clusters", {}),
+            ("get_cluster", {"cluster_id": 0}),
+            ("list_hypotheses", {"status": "validated"}),
+            ("get_hypothesis", {"hypothesis_id": hypothesis_id}),
+            ("list_rollouts", {"limit": 3}),
+            ("read_rollout", {"rollout_key": 0, "max_chars": 20000}),
+            ("read_segment", {"segment_id": hostile_segment, "max_chars": 20000}),
+            ("query_sql", {"sql": "SELECT text FROM segments WHERE segment_id = " + str(hostile_segment)}),
+        ]:
+            result = await client.call_tool(tool, args)
+            assert not result.is_error, (tool, result.content[0].text)
+            texts[tool] = result.content[0].text
+    for tool, text in texts.items():
+        assert not any(ch in text for ch in "\x1b\x9b\x07"), tool
+    feature = json.loads(texts["get_feature"])
+    assert feature["source"] == "sae" and feature["top_ngrams"] and feature["examples"]
+    assert all(e["peak"] is not None for e in feature["examples"])
+    hypotheses = json.loads(texts["list_hypotheses"])
+    assert hypothesis_id in {r["hypothesis_id"] for r in hypotheses["rows"]} and status == "validated"
+    assert {r["status"] for r in hypotheses["rows"]} == {"validated"}
+    assert json.loads(texts["read_segment"])["segment"]["text"] == HOSTILE
+    assert json.loads(texts["query_sql"])["rows"] == [[clip(HOSTILE, 1000)]]
+    rollout = json.loads(texts["read_rollout"])
+    assert HOSTILE in [m.get("content") for m in rollout["messages"]]

@@ -68,6 +68,12 @@ def _delta(row: queries.DeltaRow) -> dict[str, Any]:
     }
 
 
+def _clip_json(value: Any, max_chars: int) -> Any:
+    """`value` as is when its JSON fits in `max_chars`, else its JSON text clipped."""
+    text = to_json(value)
+    return value if len(text) <= max_chars else clip(text, max_chars)
+
+
 def _message(m: queries.MessageRow, segments: list[queries.SegmentRow], max_chars: int) -> dict[str, Any]:
     out: dict[str, Any] = {"message_index": m.message_index, "role": m.role}
     if m.content:
@@ -76,7 +82,7 @@ def _message(m: queries.MessageRow, segments: list[queries.SegmentRow], max_char
         out["reasoning"] = clip(m.reasoning, max_chars)
     if m.tool_calls:
         out["tool_calls"] = [
-            {"name": c.get("name"), "arguments": clip(to_json(c.get("arguments")), max_chars)} for c in m.tool_calls
+            {"name": c.get("name"), "arguments": _clip_json(c.get("arguments"), max_chars)} for c in m.tool_calls
         ]
     if m.role == "tool":
         out.update(name=m.name, tool_call_id=m.tool_call_id, is_error=m.is_error)
@@ -99,6 +105,12 @@ def _messages(transcript: queries.Transcript, first: int, last: int, max_chars: 
         for m in transcript.messages
         if first <= m.message_index <= last
     ]
+
+
+def _page(rows: list[Any], total: int, offset: int) -> str:
+    """One page of a listing, with the offset of the next page (null on the last)."""
+    end = offset + len(rows)
+    return to_json({"total": total, "offset": offset, "next_offset": end if end < total else None, "rows": rows})
 
 
 def _hypothesis(row: queries.HypothesisRow) -> dict[str, Any]:
@@ -210,15 +222,7 @@ class StudyTools:
         )
         with self.access.reading() as s:
             page = queries.delta_page(s.con, flt, offset=offset, limit=limit)
-        end = page.offset + len(page.rows)
-        return to_json(
-            {
-                "total": page.total,
-                "offset": page.offset,
-                "next_offset": end if end < page.total else None,
-                "rows": [_delta(r) for r in page.rows],
-            }
-        )
+        return _page([_delta(r) for r in page.rows], page.total, offset)
 
     def get_feature(
         self,
@@ -281,11 +285,7 @@ class StudyTools:
         kind, size, prevalence of 'any member fires' before and after, delta with CI, p and q values."""
         with self.access.reading() as s:
             rows = queries.clusters(s.con)
-        page = rows[offset : offset + limit]
-        end = offset + len(page)
-        return to_json(
-            {"total": len(rows), "offset": offset, "next_offset": end if end < len(rows) else None, "rows": page}
-        )
+        return _page(rows[offset : offset + limit], len(rows), offset)
 
     def get_cluster(self, cluster_id: Id) -> str:
         """One cluster and its member features, each with its delta for the cluster's segment kind and its
@@ -317,16 +317,7 @@ class StudyTools:
         note. Validated first, then by q."""
         with self.access.reading() as s:
             rows = queries.hypotheses(s.con, status, decision)
-        page = rows[offset : offset + limit]
-        end = offset + len(page)
-        return to_json(
-            {
-                "total": len(rows),
-                "offset": offset,
-                "next_offset": end if end < len(rows) else None,
-                "rows": [_hypothesis(r) for r in page],
-            }
-        )
+        return _page([_hypothesis(r) for r in rows[offset : offset + limit]], len(rows), offset)
 
     def get_hypothesis(
         self,
@@ -364,15 +355,7 @@ class StudyTools:
         input's rollout_id, task, trial, reward, split, and message and segment counts."""
         with self.access.reading() as s:
             page = queries.rollout_page(s.con, checkpoint, search.strip(), offset, limit)
-        end = page.offset + len(page.rows)
-        return to_json(
-            {
-                "total": page.total,
-                "offset": page.offset,
-                "next_offset": end if end < page.total else None,
-                "rows": page.rows,
-            }
-        )
+        return _page(page.rows, page.total, offset)
 
     def read_rollout(
         self,
