@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from textual.worker import WorkerCancelled
 
 from engine.store import Store
 
@@ -548,3 +549,18 @@ def build_store(path: str | Path, size: FixtureSize = FixtureSize(), *, seed: in
             ),
         )
     return path
+
+
+async def settle(pilot, rounds: int = 20) -> None:  # noqa: ANN001
+    """Wait until the app has no running workers and every message they posted has been handled."""
+    app = pilot.app
+    for _ in range(rounds):
+        await pilot.pause()
+        if not any(w.is_running for w in app.workers):
+            await pilot.pause()
+            if not any(w.is_running for w in app.workers):
+                return
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:  # superseded by a newer query of the same kind
+            pass

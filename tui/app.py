@@ -142,21 +142,24 @@ class RldiffApp(App[None]):
     ) -> None:
         self.push_screen(RolloutViewerScreen(rollout_key, segment_id=segment_id))
 
-    async def jump(self, category: str, item_id: int) -> None:
+    def jump(self, category: str, item_id: int) -> None:
         """Go to a feature, cluster, hypothesis or rollout (the command palette's targets)."""
         if category == "feature":
             self.open_feature(item_id)
         elif category == "rollout":
             self.open_rollout(item_id)
         elif category in ("cluster", "hypothesis"):
-            await self.switch_mode("clusters" if category == "cluster" else "hypotheses")
-            while len(self.screen_stack) > 1:
-                self.pop_screen()
-            screen = self.screen
-            if isinstance(screen, ClustersScreen):
-                screen.select_cluster(item_id)
-            elif isinstance(screen, HypothesesScreen):
-                screen.select(item_id)
+            self.call_later(self._select_in_mode, category, item_id)
+
+    async def _select_in_mode(self, category: str, item_id: int) -> None:
+        await self.switch_mode("clusters" if category == "cluster" else "hypotheses")
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        screen = self.screen
+        if isinstance(screen, ClustersScreen):
+            screen.select_cluster(item_id)
+        elif isinstance(screen, HypothesesScreen):
+            screen.select(item_id)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.keymap_overrides))

@@ -25,7 +25,7 @@ class JumpProvider(Provider):
     def rldiff(self) -> RldiffApp:
         return self.app  # type: ignore[return-value]
 
-    def _search(self, text: str) -> list[SearchHit]:
+    def _lookup(self, text: str) -> list[SearchHit]:
         from engine.store import queries
 
         try:
@@ -38,7 +38,7 @@ class JumpProvider(Provider):
         if not query.strip():
             return
         matcher = self.matcher(query)
-        for hit in await asyncio.to_thread(self._search, query.strip()):
+        for hit in await asyncio.to_thread(self._lookup, query.strip()):
             title = one_line(f"{hit.category}: {hit.title}", 120)
             score = matcher.match(title.plain) or 0.1
             yield Hit(

@@ -72,7 +72,7 @@ class ClusterMembersLoaded(Message):
 @dataclass
 class HypothesesLoaded(Message):
     hypotheses: list[HypothesisRow]
-    select: int | None
+    select: int | None  # keep the cursor on this hypothesis when it is still listed
 
 
 @dataclass

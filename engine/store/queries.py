@@ -19,7 +19,6 @@ Connection = duckdb.DuckDBPyConnection
 
 SEGMENT_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call")
 DELTA_SORTS: tuple[str, ...] = ("abs_delta", "increase", "decrease", "q", "label")
-Z95 = 1.959963984540054
 
 
 def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -75,26 +74,6 @@ class StudySummary:
     stages: list[StageStatus]
 
 
-def clustered_mean_ci(groups: list[list[float]]) -> tuple[float, tuple[float, float] | None]:
-    """Mean of all values and a 95% CI whose standard error treats each group (task) as one cluster.
-
-    Rollouts of one task are not independent, so the usual binomial interval is too narrow; this is the
-    cluster-robust (CR1) standard error of a mean. No CI with fewer than two groups.
-    """
-    values = [v for g in groups for v in g]
-    n = len(values)
-    mean = sum(values) / n
-    n_groups = sum(1 for g in groups if g)
-    if n_groups < 2:
-        return mean, None
-    var = sum(sum(v - mean for v in g) ** 2 for g in groups) / n**2 * n_groups / (n_groups - 1)
-    half = Z95 * math.sqrt(var)
-    low, high = mean - half, mean + half
-    if all(0.0 <= v <= 1.0 for v in values):
-        low, high = max(0.0, low), min(1.0, high)
-    return mean, (low, high)
-
-
 def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
     """The (before, after) pair of the latest finished analysis, else the first two checkpoints ingested."""
     row = con.execute(
@@ -109,12 +88,18 @@ def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
 
 
 def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
-    """Every checkpoint with its counts and success rate, in ingest order."""
-    rewards: dict[str, dict[str, list[float]]] = {}
+    """Every checkpoint with its counts and success rate (the CI `rldiff info` prints), in ingest order."""
+    import numpy as np
+
+    from engine.summary import clustered_mean_ci
+
+    rewards: dict[str, tuple[list[str], list[float]]] = {}
     for checkpoint, task_id, reward in con.execute(
         "SELECT checkpoint, task_id, reward FROM rollouts WHERE reward IS NOT NULL"
     ).fetchall():
-        rewards.setdefault(checkpoint, {}).setdefault(task_id, []).append(float(reward))
+        tasks, values = rewards.setdefault(checkpoint, ([], []))
+        tasks.append(task_id)
+        values.append(float(reward))
     kinds: dict[str, dict[str, int]] = {}
     for checkpoint, kind, n in con.execute(
         "SELECT r.checkpoint, s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
@@ -126,8 +111,12 @@ def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
         "SELECT c.checkpoint, count(DISTINCT r.task_id), count(r.rollout_key) FROM checkpoints c "
         "LEFT JOIN rollouts r USING (checkpoint) GROUP BY c.checkpoint, c.ordinal ORDER BY c.ordinal"
     ).fetchall():
-        groups = list(rewards.get(checkpoint, {}).values())
-        mean, ci = clustered_mean_ci(groups) if groups else (None, None)
+        tasks, values = rewards.get(checkpoint, ([], []))
+        mean, ci = None, None
+        if values:
+            reward = clustered_mean_ci(np.array(values), np.array(tasks))
+            mean = reward.mean
+            ci = None if math.isnan(reward.low) else (reward.low, reward.high)
         out.append(
             CheckpointSummary(
                 checkpoint=checkpoint,
@@ -136,7 +125,7 @@ def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
                 segments_by_kind=kinds.get(checkpoint, {}),
                 mean_reward=mean,
                 reward_ci=ci,
-                n_rewarded=sum(len(g) for g in groups),
+                n_rewarded=len(values),
             )
         )
     return out

@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 from textual.widgets.data_table import RowDoesNotExist
 
 from tui import keymap
-from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved
+from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved, QueryFailed
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
@@ -66,20 +66,22 @@ class HypothesesScreen(RldiffScreen):
         from engine.store import queries
 
         status, decision = self.status_filter, self.decision_filter
-        current = self.current
-        select = self._select if self._select is not None else (current.hypothesis_id if current else None)
+        keep = self.current.hypothesis_id if self.current else None
         self.run_query(
             "hypotheses",
             lambda cur: queries.hypotheses(cur, status, decision),
-            lambda rows: HypothesesLoaded(rows, select),
+            lambda rows: HypothesesLoaded(rows, keep),
         )
 
     def on_hypotheses_loaded(self, message: HypothesesLoaded) -> None:
         self.rows = message.hypotheses
         self._examples.clear()
         self._fill()
-        if message.select is not None:
-            self.select(message.select)
+        table = self.query_one("#hypotheses", DataTable)
+        if self._select is not None:  # a jump to this hypothesis is pending
+            self.select(self._select)
+        elif message.select is not None and str(message.select) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(message.select)))
         self._show_filters()
         self._show_detail()
 
@@ -291,19 +293,38 @@ class HypothesesScreen(RldiffScreen):
         self.reload()
 
     def action_add(self) -> None:
-        def added(new: NewHypothesis | None) -> None:
-            if new is None:
+        self.app.push_screen(HypothesisForm(), self._add)
+
+    def _add(self, new: NewHypothesis | None) -> None:
+        """Add the user's hypothesis through the ledger (as `rldiff hypothesis add` does), in a worker."""
+        if new is None:
+            return
+        self._test_after_save = new.test
+        session = self.rldiff.session
+
+        def work() -> None:
+            from engine.hypotheses.ledger import add_hypothesis
+            from engine.store import queries
+
+            try:
+                with session.writable_store() as store:
+                    hid = add_hypothesis(
+                        store,
+                        new.statement,
+                        pattern=new.pattern,
+                        kind=new.kind,
+                        judge=new.judge,
+                        direction=new.direction,
+                    )
+                    cur = store.cursor()  # not session.cursor(): that would wait behind a pending swap
+                    row = queries.hypothesis(cur, hid)
+                    cur.close()
+            except Exception as exc:  # a bad pattern, a read-only store: tell the user
+                self.post_message(QueryFailed("save-hypothesis", str(exc), unavailable=False))
                 return
-            from engine.store import queries, writes
+            self.post_message(HypothesisSaved(row))
 
-            def save(cur):  # noqa: ANN001, ANN202
-                hid = writes.add_user_hypothesis(cur, new.statement, new.direction, new.labeler, new.spec)
-                return queries.hypothesis(cur, hid)
-
-            self._test_after_save = new.test
-            self.run_query("save-hypothesis", save, HypothesisSaved, write=True)
-
-        self.app.push_screen(HypothesisForm(), added)
+        self.run_worker(work, thread=True, group="save-hypothesis", exit_on_error=False)
 
     def action_test(self) -> None:
         h = self.current

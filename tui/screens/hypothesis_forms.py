@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on
@@ -45,21 +45,14 @@ class NoteScreen(ModalScreen[str | None]):
 
 @dataclass(frozen=True)
 class NewHypothesis:
+    """What the form asks for, as `rldiff hypothesis add` takes it: a regex (with a kind) or a judge question."""
+
     statement: str
     direction: str
-    labeler: str
-    spec: dict[str, Any]
+    pattern: str | None
+    kind: str | None
+    judge: str | None
     test: bool
-
-
-def labeler_spec(labeler: str, pattern: str, kind: str | None, question: str) -> dict[str, Any]:
-    """The stored `spec` of a user's hypothesis: a verifier matching a regex, or a judge's yes/no question."""
-    if labeler == "judge":
-        return {"question": question.strip()}
-    spec: dict[str, Any] = {"regex": pattern}
-    if kind:
-        spec["kind"] = kind
-    return spec
 
 
 class HypothesisForm(ModalScreen[NewHypothesis | None]):
@@ -130,8 +123,9 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
             NewHypothesis(
                 statement=statement,
                 direction=str(self.query_one("#direction", Select).value),
-                labeler=labeler,
-                spec=labeler_spec(labeler, pattern, kind, question),
+                pattern=pattern if labeler == "verifier" else None,
+                kind=kind,
+                judge=question.strip() if labeler == "judge" else None,
                 test=self.query_one("#test-now", Checkbox).value,
             )
         )

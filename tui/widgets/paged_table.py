@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -16,6 +17,10 @@ class PagedTable(DataTable[Text]):
     DEFAULT_CSS = """
     PagedTable { height: 1fr; }
     """
+    BINDINGS = [  # rows matter here, not columns: home/end go to the first/last row loaded
+        Binding("home", "scroll_top", "Top", show=False),
+        Binding("end", "scroll_bottom", "Bottom", show=False),
+    ]
 
     @dataclass
     class MoreWanted(Message):

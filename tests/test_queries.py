@@ -1,0 +1,211 @@
+"""Typed store reads (engine.store.queries) and the triage writes (engine.store.writes) on a fixture store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from engine.errors import InputError
+from engine.store import queries, writes
+from tests.factories_tui import FixtureSize, build_store
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
+    path = build_store(tmp_path_factory.mktemp("queries") / "study.duckdb", FixtureSize(n_sae_features=60))
+    connection = duckdb.connect(str(path))
+    yield connection
+    connection.close()
+
+
+@pytest.fixture
+def cur(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A cursor on the shared store, for reads."""
+    cursor = con.cursor()
+    yield cursor
+    cursor.close()
+
+
+@pytest.fixture
+def wcur(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """A connection to a store of the test's own, for writes."""
+    connection = duckdb.connect(str(build_store(tmp_path / "study.duckdb")))
+    yield connection
+    connection.close()
+
+
+def scalar(cur: duckdb.DuckDBPyConnection, sql: str, params: list | None = None):  # noqa: ANN201
+    return cur.execute(sql, params or []).fetchone()[0]
+
+
+def test_study_summary_counts_agree_with_the_tables(cur: duckdb.DuckDBPyConnection) -> None:
+    summary = queries.study_summary(cur)
+    assert (summary.before, summary.after) == ("standard", "tighter")
+    assert [c.checkpoint for c in summary.checkpoints] == ["standard", "tighter"]
+    for c in summary.checkpoints:
+        assert c.n_rollouts == scalar(cur, "SELECT count(*) FROM rollouts WHERE checkpoint = ?", [c.checkpoint])
+        segments = scalar(
+            cur, "SELECT count(*) FROM segments JOIN rollouts USING (rollout_key) WHERE checkpoint = ?", [c.checkpoint]
+        )
+        assert sum(c.segments_by_kind.values()) == segments
+        mean = scalar(cur, "SELECT avg(reward) FROM rollouts WHERE checkpoint = ?", [c.checkpoint])
+        assert c.mean_reward == pytest.approx(mean)
+        assert c.reward_ci is not None and c.reward_ci[0] < c.mean_reward < c.reward_ci[1]
+    assert [s.stage for s in summary.stages] == ["split", "features", "deltas", "clusters", "hypotheses"]
+    assert summary.n_features == scalar(cur, "SELECT count(*) FROM features")
+
+
+def test_compared_checkpoints_fall_back_to_ingest_order(wcur: duckdb.DuckDBPyConnection) -> None:
+    wcur.execute('UPDATE runs SET config = \'{"before": "tighter", "after": "standard"}\'')
+    assert queries.compared_checkpoints(wcur) == ("tighter", "standard")
+    wcur.execute("DELETE FROM runs")
+    assert queries.compared_checkpoints(wcur) == ("standard", "tighter")
+
+
+def test_delta_page_filters_sorts_and_pages(cur: duckdb.DuckDBPyConnection) -> None:
+    everything = queries.delta_page(cur, queries.DeltaFilter(tested_only=False), 0, 10_000)
+    assert everything.total == scalar(cur, "SELECT count(*) FROM feature_deltas") == len(everything.rows)
+    tested = queries.delta_page(cur, queries.DeltaFilter(), 0, 50)
+    assert tested.total == scalar(cur, "SELECT count(*) FROM feature_deltas WHERE tested")
+    magnitudes = [abs(r.delta) for r in tested.rows]
+    assert magnitudes == sorted(magnitudes, reverse=True)
+    second = queries.delta_page(cur, queries.DeltaFilter(), 50, 50)
+    assert second.offset == 50 and {(r.feature_id, r.kind) for r in second.rows}.isdisjoint(
+        {(r.feature_id, r.kind) for r in tested.rows}
+    )
+    flt = queries.DeltaFilter(kind="text", direction="decrease", source="sae", max_q=0.5, sort="q")
+    page = queries.delta_page(cur, flt, 0, 1000)
+    assert page.rows and all(
+        r.kind == "text" and r.delta < 0 and r.source == "sae" and r.q_value <= 0.5 for r in page.rows
+    )
+    assert [r.q_value for r in page.rows] == sorted(r.q_value for r in page.rows)
+    found = queries.delta_page(cur, queries.DeltaFilter(search="TRANSFER_to"), 0, 100)
+    assert found.rows and all("transfer_to" in (r.label + r.name).lower() for r in found.rows)
+    with pytest.raises(ValueError, match="unknown sort"):
+        queries.delta_page(cur, queries.DeltaFilter(sort="nonsense"))
+
+
+def test_feature_detail_has_stats_tasks_examples_and_clusters(cur: duckdb.DuckDBPyConnection) -> None:
+    detail = queries.feature_detail(cur, 0)
+    assert detail is not None and detail.name == "tool:transfer_to_human_agents"
+    assert {d.row.kind for d in detail.deltas} == {"reasoning", "text", "tool_call", "any"}
+    assert len(detail.task_deltas) == scalar(cur, "SELECT count(*) FROM feature_task_deltas WHERE feature_id = 0")
+    assert {e.segment.checkpoint for e in detail.examples} == {"standard", "tighter"}
+    for e in detail.examples:
+        text = scalar(cur, "SELECT text FROM segments WHERE segment_id = ?", [e.segment.segment_id])
+        assert e.segment.text == text and all(0 <= a <= b <= len(text) for a, b, _ in e.tokens)
+    assert [c for c, _ in detail.clusters] == [
+        r[0] for r in cur.execute("SELECT cluster_id FROM cluster_members WHERE feature_id = 0 ORDER BY 1").fetchall()
+    ]
+    assert queries.feature_detail(cur, 10_000) is None
+
+
+def test_clusters_and_members(cur: duckdb.DuckDBPyConnection) -> None:
+    clusters = queries.clusters(cur)
+    assert len(clusters) == scalar(cur, "SELECT count(*) FROM clusters")
+    members = queries.cluster_members(cur, clusters[0].cluster_id)
+    assert len(members) == clusters[0].size
+    assert all(m.delta is not None for m in members)
+
+
+def test_hypotheses_filters_examples_and_label_candidates(cur: duckdb.DuckDBPyConnection) -> None:
+    rows = queries.hypotheses(cur)
+    assert len(rows) == scalar(cur, "SELECT count(*) FROM hypotheses")
+    assert rows[0].status == "validated"
+    assert all(h.status == "rejected" for h in queries.hypotheses(cur, status="rejected"))
+    assert [h.decision for h in queries.hypotheses(cur, decision="accepted")] == ["accepted"]
+    assert all(h.decision is None for h in queries.hypotheses(cur, decision="undecided"))
+    findings = queries.top_findings(cur)
+    assert findings and all(h.status == "validated" for h in findings)
+    examples = queries.hypothesis_examples(cur, 0, per_checkpoint=2)
+    positives = {
+        r[0]
+        for r in cur.execute("SELECT segment_id FROM hypothesis_labels WHERE hypothesis_id = 0 AND label").fetchall()
+    }
+    assert examples and {e.segment.segment_id for e in examples} <= positives
+    assert max(sum(1 for e in examples if e.segment.checkpoint == c) for c in ("standard", "tighter")) <= 2
+    labelled_by_user = {
+        r[0] for r in cur.execute("SELECT segment_id FROM user_labels WHERE hypothesis_id = 0").fetchall()
+    }
+    candidates = queries.label_candidates(cur, 0, limit=100)
+    assert labelled_by_user and not labelled_by_user & {c.segment_id for c in candidates}
+    assert len(candidates) == scalar(cur, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = 0") - len(
+        labelled_by_user
+    )
+
+
+def test_rollouts_transcript_and_counterparts(cur: duckdb.DuckDBPyConnection) -> None:
+    page = queries.rollout_page(cur, checkpoint="tighter", limit=5)
+    assert page.total == scalar(cur, "SELECT count(*) FROM rollouts WHERE checkpoint = 'tighter'")
+    assert len(page.rows) == 5 and all(r.checkpoint == "tighter" for r in page.rows)
+    assert all(r.task_id == "t1" for r in queries.rollout_page(cur, search="t1-").rows)
+    first = queries.rollout_page(cur, limit=1).rows[0]
+    transcript = queries.transcript(cur, first.rollout_key)
+    assert transcript is not None
+    assert [m.message_index for m in transcript.messages] == list(range(first.n_messages))
+    assert len(transcript.segments) == first.n_segments
+    assert any(m.tool_calls for m in transcript.messages if m.role == "assistant")
+    others = queries.counterpart_rollouts(cur, first.rollout_key)
+    assert others and all(o.task_id == first.task_id and o.checkpoint != first.checkpoint for o in others)
+    assert others[0].trial == first.trial
+    assert queries.transcript(cur, 10_000) is None
+    ref = queries.segment_location(cur, transcript.segments[0].segment_id)
+    assert ref is not None and ref.rollout_key == first.rollout_key
+
+
+def test_search_finds_each_category(cur: duckdb.DuckDBPyConnection) -> None:
+    hits = queries.search(cur, "transfer")
+    assert {"feature", "hypothesis"} <= {h.category for h in hits}
+    assert {h.category for h in queries.search(cur, "t2-r1")} == {"rollout"}
+    assert any(h.category == "hypothesis" and h.id == 3 for h in queries.search(cur, "3"))
+
+
+def test_decisions_notes_and_user_labels_are_written(wcur: duckdb.DuckDBPyConnection) -> None:
+    writes.set_decision(wcur, 0, "rejected")
+    assert wcur.execute(
+        "SELECT decision, decided_at IS NOT NULL FROM hypotheses WHERE hypothesis_id = 0"
+    ).fetchone() == (
+        "rejected",
+        True,
+    )
+    writes.set_decision(wcur, 0, None)
+    assert scalar(wcur, "SELECT decision FROM hypotheses WHERE hypothesis_id = 0") is None
+    writes.set_note(wcur, 0, "  looks real  ")
+    assert scalar(wcur, "SELECT note FROM hypotheses WHERE hypothesis_id = 0") == "looks real"
+    segment = scalar(wcur, "SELECT min(segment_id) FROM segments")
+    writes.set_user_label(wcur, 0, segment, True)
+    writes.set_user_label(wcur, 0, segment, False)
+    assert wcur.execute(
+        "SELECT label FROM user_labels WHERE hypothesis_id = 0 AND segment_id = ?", [segment]
+    ).fetchall() == [(False,)]
+    with pytest.raises(InputError, match="decision must be one of"):
+        writes.set_decision(wcur, 0, "maybe")
+    with pytest.raises(InputError, match="no hypothesis with id 999"):
+        writes.set_note(wcur, 999, "x")
+    with pytest.raises(InputError, match="no segment"):
+        writes.set_user_label(wcur, 0, 10**9, True)
+
+
+def test_add_user_hypothesis_gets_the_next_id(wcur: duckdb.DuckDBPyConnection) -> None:
+    expected = scalar(wcur, "SELECT max(hypothesis_id) + 1 FROM hypotheses")
+    new_id = writes.add_user_hypothesis(wcur, " hands off less ", "decrease", "verifier", {"regex": "transfer"})
+    assert new_id == expected
+    row = queries.hypothesis(wcur, new_id)
+    assert row is not None and (row.statement, row.status, row.origin, row.spec) == (
+        "hands off less",
+        "proposed",
+        "user",
+        {"regex": "transfer"},
+    )
+    with pytest.raises(InputError, match="direction"):
+        writes.add_user_hypothesis(wcur, "x", "sideways", "verifier", {})
+
+
+def test_fixture_fills_every_table(tmp_path: Path) -> None:
+    path = build_store(tmp_path / "s.duckdb")
+    with duckdb.connect(str(path), read_only=True) as c:
+        tables = [r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        empty = [t for t in tables if c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == 0]
+    assert not empty

@@ -1,0 +1,450 @@
+"""The TUI driven through Textual's Pilot on fixture stores: each screen's main flows, asserting on the app's
+state and on what the store holds afterwards."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pytest
+from rich.text import Text
+from textual.widgets import DataTable, Input, Static
+
+from tests.factories_tui import FixtureSize, build_store, settle
+from tui.app import RldiffApp
+from tui.screens.clusters import ClustersScreen
+from tui.screens.deltas import DeltasScreen
+from tui.screens.feature import FeatureScreen
+from tui.screens.help import HelpScreen
+from tui.screens.hypotheses import HypothesesScreen
+from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
+from tui.screens.overview import OverviewScreen
+from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen
+from tui.widgets.banner import StoreBanner
+from tui.widgets.paged_table import PagedTable
+from tui.widgets.transcript import Transcript
+
+SIZE = (100, 32)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_store(tmp_path_factory.mktemp("tui") / "template.duckdb", FixtureSize(n_sae_features=300))
+
+
+@pytest.fixture
+def store_path(template: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "study.duckdb"
+    shutil.copy(template, path)
+    return path
+
+
+def rows(path: Path, sql: str, params: list | None = None) -> list[tuple]:
+    with duckdb.connect(str(path)) as con:  # the same configuration as the app's, so it may be open
+        return con.execute(sql, params or []).fetchall()
+
+
+@contextmanager
+def another_process_holding(path: Path, *, read_only: bool) -> Iterator[subprocess.Popen[str]]:
+    """A second process with the store open (read-only: a shared lock; else the exclusive write lock)."""
+    code = (
+        "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == '1'); "
+        "print('ready', flush=True); sys.stdin.read()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(path), "1" if read_only else "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        yield process
+    finally:
+        if process.stdin is not None and not process.stdin.closed:
+            process.stdin.close()
+        process.wait(timeout=10)
+
+
+def release(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.close()
+    process.wait(timeout=10)
+
+
+async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.store_status.writable and not app.screen.query_one(StoreBanner).display
+        assert isinstance(app.screen, OverviewScreen) and app.compared == ("standard", "tighter")
+        findings = app.screen.query_one("#findings", DataTable)
+        expected = rows(store_path, "SELECT count(*) FROM hypotheses WHERE status = 'validated' AND "
+                        "coalesce(decision, '') <> 'rejected'")[0][0]  # fmt: skip
+        assert findings.row_count == expected > 0
+        first = findings.coordinate_to_cell_key(findings.cursor_coordinate).row_key.value
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, HypothesesScreen)
+        assert app.screen.current is not None and str(app.screen.current.hypothesis_id) == first
+
+
+async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DeltasScreen)
+        table = screen.query_one(PagedTable)
+        assert table.total == rows(store_path, "SELECT count(*) FROM feature_deltas WHERE tested")[0][0]
+        assert table.loaded == 200 < table.total  # one page, not the whole table
+        await pilot.press("end")
+        await settle(pilot)
+        assert table.loaded > 200  # the next page came as the cursor neared the end
+        await pilot.press("home", "f")  # kind: reasoning
+        await settle(pilot)
+        assert screen.filter.kind == "reasoning" and {r.kind for r in screen._rows} == {"reasoning"}
+        await pilot.press("d", "d")  # direction: decrease
+        await settle(pilot)
+        assert screen._rows and all(r.delta < 0 for r in screen._rows)
+        await pilot.press("g")  # q <= 0.05
+        await settle(pilot)
+        assert all(r.q_value <= 0.05 for r in screen._rows)
+        await pilot.press("f", "f", "f", "f", "d", "o", "o")  # back to all kinds and directions; sort: Δ↓
+        await settle(pilot)
+        deltas = [r.delta for r in screen._rows]
+        assert screen.filter.sort == "decrease" and deltas == sorted(deltas)
+        await pilot.press("slash", *"transfer_to", "enter")
+        await settle(pilot)
+        assert screen._rows and all("transfer_to" in r.label for r in screen._rows)
+        assert isinstance(app.focused, PagedTable)
+        feature_id, kind = screen._rows[0].feature_id, screen._rows[0].kind
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, FeatureScreen)
+        assert app.screen.detail is not None and (app.screen.detail.feature_id, app.screen.kind) == (feature_id, kind)
+
+
+async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_feature(0)
+        await settle(pilot)
+        feature = app.screen
+        assert isinstance(feature, FeatureScreen) and feature.detail is not None
+        example = feature.detail.examples[1]
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        viewer = app.screen
+        assert isinstance(viewer, RolloutViewerScreen)
+        assert (viewer.rollout_key, viewer.segment_id) == (example.segment.rollout_key, example.segment.segment_id)
+        marked = viewer.query(".focus")
+        assert len(marked) == 1  # the segment is marked (and its reasoning unfolded if it is reasoning)
+        await pilot.press("o")  # the same task in the other checkpoint
+        await settle(pilot)
+        other = rows(store_path, "SELECT task_id, checkpoint FROM rollouts WHERE rollout_key = ?", [viewer.rollout_key])
+        assert other[0] == (
+            example.segment.task_id,
+            "tighter" if example.segment.checkpoint == "standard" else "standard",
+        )
+        await pilot.press("s")  # side by side
+        await settle(pilot)
+        right = viewer.query_one("#other-transcript", Transcript)
+        assert right.display and right.data is not None and right.data.rollout.task_id == example.segment.task_id
+        assert right.data.rollout.checkpoint == example.segment.checkpoint
+        await pilot.press("e")
+        assert all(not fold.collapsed for fold in viewer.query("Collapsible"))
+        await pilot.press("escape", "escape")
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_clusters_list_members_and_open_one(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ClustersScreen)
+        assert len(screen._clusters) == rows(store_path, "SELECT count(*) FROM clusters")[0][0]
+        first = screen._clusters[0].cluster_id
+        members = rows(store_path, "SELECT feature_id FROM cluster_members WHERE cluster_id = ?", [first])
+        assert {m.feature_id for m in screen._members} == {m[0] for m in members}
+        await pilot.press("down")
+        await settle(pilot)
+        assert screen._member_of == screen._clusters[1].cluster_id
+        await pilot.press("enter")
+        assert app.focused is screen.query_one("#members", DataTable)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == screen._members[0].feature_id
+
+
+async def test_triage_decisions_and_notes_persist(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HypothesesScreen)
+        first, second, third = (h.hypothesis_id for h in screen.rows[:3])
+        await pilot.press("a")
+        await settle(pilot)
+        await pilot.press("j", "r")
+        await settle(pilot)
+        await pilot.press("j", "a")
+        await settle(pilot)
+        await pilot.press("u", "k")
+        await settle(pilot)
+        assert screen.current is not None and screen.current.hypothesis_id == second
+        assert screen.current.decision == "rejected"  # the table row was updated in place
+        await pilot.press("n")
+        await settle(pilot)
+        assert isinstance(app.screen, NoteScreen)
+        app.screen.query_one(Input).value = ""
+        await pilot.press(*"hand-offs only", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, HypothesesScreen)
+    stored = dict(rows(store_path, "SELECT hypothesis_id, decision FROM hypotheses"))
+    assert (stored[first], stored[second], stored[third]) == ("accepted", "rejected", None)
+    assert rows(store_path, "SELECT note FROM hypotheses WHERE hypothesis_id = ?", [second]) == [("hand-offs only",)]
+
+
+async def test_hypothesis_filters(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HypothesesScreen)
+        await pilot.press("f")
+        await settle(pilot)
+        assert screen.rows and {h.status for h in screen.rows} == {"validated"}
+        await pilot.press("d", "d")  # decision: accepted
+        await settle(pilot)
+        accepted = rows(store_path, "SELECT hypothesis_id FROM hypotheses WHERE decision = 'accepted' "
+                        "AND status = 'validated'")  # fmt: skip
+        assert [h.hypothesis_id for h in screen.rows] == [a[0] for a in accepted]
+        app.jump("hypothesis", 2)  # hidden by the filters: they are cleared
+        await settle(pilot)
+        assert screen.status_filter is None and screen.current is not None and screen.current.hypothesis_id == 2
+
+
+async def test_labelling_segments_writes_user_labels(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    before = set(rows(store_path, "SELECT hypothesis_id, segment_id FROM user_labels"))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        hypothesis = app.screen.current
+        await pilot.press("l")
+        await settle(pilot)
+        label_screen = app.screen
+        assert isinstance(label_screen, LabelScreen)
+        shown = [c.segment_id for c in label_screen.candidates[:3]]
+        await pilot.press("y")
+        await settle(pilot)
+        await pilot.press("n")
+        await settle(pilot)
+        await pilot.press("s", "escape")
+        await settle(pilot)
+        assert isinstance(app.screen, HypothesesScreen)
+    added = (
+        set(rows(store_path, "SELECT hypothesis_id, segment_id, label FROM user_labels"))
+        - {(*b, True) for b in before}
+        - {(*b, False) for b in before}
+    )
+    assert added == {(hypothesis.hypothesis_id, shown[0], True), (hypothesis.hypothesis_id, shown[1], False)}
+
+
+async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    statuses = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        app.watch(app, "store_status", lambda status: statuses.append(status.mode))
+        await pilot.press("plus")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, HypothesisForm)
+        await pilot.press(*"the agent apologises less")
+        form.query_one("#pattern", Input).value = "sorry|apolog"
+        await pilot.press("ctrl+s")
+        for _ in range(100):  # the test runs `python -m engine.cli hypothesis test` in the background
+            await settle(pilot)
+            if app.hypothesis_test is not None and app.hypothesis_test.finished:
+                break
+            await pilot.pause(0.2)
+        assert app.hypothesis_test is not None and app.hypothesis_test.finished
+        assert app.hypothesis_test.ok, app.hypothesis_test.status
+        await settle(pilot)
+        assert "busy" in statuses and statuses[-1] == "read-write"  # released for the test, reopened after
+        assert app.screen.current is not None and app.screen.current.statement == "the agent apologises less"
+        assert app.screen.current.status != "proposed"
+    added = rows(store_path, "SELECT origin, labeler, status, tested_at IS NOT NULL, n_labeled FROM hypotheses "
+                 "WHERE statement = 'the agent apologises less'")  # fmt: skip
+    assert len(added) == 1 and added[0][:2] == ("user", "verifier") and added[0][2] != "proposed" and added[0][3]
+    assert rows(store_path, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = "
+                "(SELECT hypothesis_id FROM hypotheses WHERE origin = 'user')")[0][0] == added[0][4] > 0  # fmt: skip
+
+
+async def test_a_failing_test_is_reported_and_the_store_reopened(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.start_hypothesis_test(0, [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"])
+        for _ in range(50):
+            await settle(pilot)
+            if app.hypothesis_test is not None and app.hypothesis_test.finished:
+                break
+            await pilot.pause(0.1)
+        assert app.hypothesis_test is not None and not app.hypothesis_test.ok
+        assert app.hypothesis_test.status == "boom" and app.store_status.writable
+
+
+async def test_read_only_when_another_process_reads_then_writable(store_path: Path) -> None:
+    app = RldiffApp(store_path, retry_seconds=0.2)
+    with another_process_holding(store_path, read_only=True) as reader:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            await settle(pilot)
+            assert app.store_status.mode == "read-only"
+            banner = app.screen.query_one(StoreBanner)
+            assert banner.display and "read-only" in str(banner.content)
+            current = app.screen.current
+            assert current is not None and current.decision is None
+            await pilot.press("a")  # refused: nothing is written
+            await settle(pilot)
+            assert app.screen.current.decision is None
+            release(reader)
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.store_status.writable:
+                    break
+            await settle(pilot)
+            assert app.store_status.writable and not app.screen.query_one(StoreBanner).display
+            await pilot.press("a")
+            await settle(pilot)
+    assert rows(store_path, "SELECT decision FROM hypotheses WHERE hypothesis_id = ?", [current.hypothesis_id]) == [
+        ("accepted",)
+    ]
+
+
+async def test_locked_by_a_writer_shows_a_banner_and_recovers(store_path: Path) -> None:
+    app = RldiffApp(store_path, retry_seconds=0.2)
+    with another_process_holding(store_path, read_only=False) as writer:
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.store_status.mode == "locked"
+            banner = app.screen.query_one(StoreBanner)
+            assert banner.display and "being written by another process" in str(banner.content)
+            assert not hasattr(app.screen, "_summary")
+            release(writer)
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.store_status.writable:
+                    break
+            await settle(pilot)
+            assert app.store_status.writable and hasattr(app.screen, "_summary")
+
+
+async def test_a_newer_schema_is_explained(store_path: Path) -> None:
+    with duckdb.connect(str(store_path)) as con:
+        con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.store_status.mode == "failed"
+        assert "newer than this rldiff supports" in str(app.screen.query_one(StoreBanner).content)
+
+
+async def test_hostile_rollout_text_shows_literally(tmp_path: Path) -> None:
+    path = build_store(tmp_path / "hostile.duckdb", hostile=True)
+    app = RldiffApp(path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutsScreen)
+        await pilot.press("enter")  # rollout t0-r0 of the first checkpoint carries the hostile text
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutViewerScreen)
+        texts = [w.content.plain for w in app.screen.query(Static) if isinstance(w.content, Text)]
+        shown = "\n".join(texts)
+        assert not any(ch in shown for ch in "\x1b\x07\x9b\x9c")  # no control character reaches the screen
+        content = next(t for t in texts if t.startswith("[bold red]ALERT"))  # the assistant's text
+        assert content == "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]red bell  csi8  end"
+        result = next(t for t in texts if t.startswith("tool #") and "result" in t)
+        assert "pwned" not in result and "[/]red" in shown.split(result, 1)[1]
+        # tool-call arguments are shown as JSON, whose escapes (\u001b) are plain text, not control codes
+        assert "\\u001b]0;pwned" in shown
+        assert "ALERT[/]" in app.export_screenshot()
+        app.open_feature(8)  # its label is hostile too
+        await settle(pilot)
+        head = app.screen.query_one("#feature-head", Static).content
+        assert isinstance(head, Text) and head.plain.startswith("[bold red]sorry[/] · policy")
+
+
+async def test_keymap_remaps_by_id_and_help_lists_it(
+    store_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keymap = tmp_path / "keymap.toml"
+    keymap.write_text('[keymap]\n"hypotheses.accept" = "y"\n"no.such.binding" = "x"\n')
+    app = RldiffApp(store_path, keymap_path=keymap)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        hypothesis_id = app.screen.current.hypothesis_id
+        await pilot.press("y")
+        await settle(pilot)
+        assert "unknown binding id 'no.such.binding'" in caplog.text
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        help_text = app.screen.query_one(Static).content
+        table = help_text.renderables[-1]
+        keys = dict(zip(table.columns[3].cells, table.columns[1].cells, strict=True))
+        assert keys["hypotheses.accept"] == "y" and keys["hypotheses.reject"] == "r"
+        await pilot.press("escape")
+    assert rows(store_path, "SELECT decision FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id]) == [
+        ("accepted",)
+    ]
+
+
+async def test_themes_switch_and_a_bad_theme_file_is_reported(
+    store_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    themes = tmp_path / "themes"
+    themes.mkdir()
+    shutil.copy(Path(__file__).parents[1] / "themes" / "light.toml", themes)
+    (themes / "broken.toml").write_text('name = "broken"\nprimary = "not a colour"\n')
+    app = RldiffApp(store_path, theme="rldiff-light", theme_dirs=[themes])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.theme == "rldiff-light"
+        assert "broken.toml: `primary`: 'not a colour' is not a colour" in caplog.text
+        assert app.theme_variables["more-in-after"] == "#1E7B3A"
+        app.theme = "textual-dark"  # a built-in theme gets rldiff's variables from defaults
+        await settle(pilot)
+        assert app.theme_variables["less-in-after"] == app.current_theme.error
+        await pilot.press("ctrl+t")
+        assert app.theme == "rldiff-light"
+
+
+async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p", *"(hand-off)")
+        for _ in range(20):
+            await pilot.pause(0.1)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == 0
