@@ -156,16 +156,16 @@ def add_features(store: Store, truth: dict[str, set[int]], seed: int = 0) -> Non
     )
     store.append(
         "feature_deltas",
-        pl.DataFrame(
+        pl.DataFrame(  # feature 1 also changes at rollout level ('any'), more significantly
             {
-                "feature_id": [0, 1, 2],
-                "kind": ["text", "tool_call", "text"],
-                "prevalence_before": [0.1, 0.3, 0.25],
-                "prevalence_after": [0.45, 0.02, 0.25],
-                "delta": [0.35, -0.28, 0.0],
-                "q_value": [1e-4, 1e-4, 0.9],
-                "p_value": [1e-4, 1e-4, 0.9],
-                "tested": [True, True, True],
+                "feature_id": [0, 1, 1, 2],
+                "kind": ["text", "any", "tool_call", "text"],
+                "prevalence_before": [0.1, 0.6, 0.3, 0.25],
+                "prevalence_after": [0.45, 0.1, 0.02, 0.25],
+                "delta": [0.35, -0.5, -0.28, 0.0],
+                "q_value": [1e-4, 1e-5, 1e-4, 0.9],
+                "p_value": [1e-4, 1e-5, 1e-4, 0.9],
+                "tested": [True, True, True, True],
             }
         ),
     )

@@ -45,6 +45,7 @@ def test_offline_stage_drafts_validates_and_skips_when_done(study) -> None:
     assert Verifier(spec)(SegmentView(0, "text", APOLOGY.content)).label
     assert json.loads(airports["spec"]) == {"tool_name": "list_all_airports"}
     assert airports["status"] == "validated" and airports["delta"] < 0
+    assert json.loads(airports["provenance"])["kinds"] == ["tool_call"]  # its segment kind, not 'any'
     provenance = json.loads(apology["provenance"])
     assert provenance["split"] == "heldout" and provenance["labeler"] == "verifier"
     assert provenance["seed"] == 3 and provenance["drafter"] == "extractive"

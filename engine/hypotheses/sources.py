@@ -101,11 +101,14 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
         "WHERE tested AND q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
         [fdr],
     )
+    # A feature significant for a segment kind is drafted for that kind; its rollout-level ('any') row only
+    # when no segment kind is significant.
+    by_kind = {d["feature_id"] for d in deltas.iter_rows(named=True) if d["kind"] != "any"}
     for d in deltas.iter_rows(named=True):
         if len(sources) >= limit:
             break
         f = info.get(d["feature_id"])
-        if f is None or (d["feature_id"], d["kind"]) in covered:
+        if f is None or (d["feature_id"], d["kind"]) in covered or (d["kind"] == "any" and d["feature_id"] in by_kind):
             continue
         sources.append(
             Source(
