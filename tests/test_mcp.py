@@ -256,6 +256,9 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
             pattern=r"\bsorry\b",
             kind="text",
         )
+        json_like = await call(
+            client, "add_hypothesis", statement="More mentions of 1 or 2", direction="increase", pattern="[12]"
+        )
         tested = await call(client, "run_hypothesis_test", hypothesis_id=hid)
         listed = await call(client, "list_hypotheses")
         proposed = await call(client, "list_hypotheses", status="proposed")
@@ -275,9 +278,11 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
         "WHERE r.split = 'heldout' AND s.kind = 'tool_call'",
     )[0][0]
     assert tested["n_labeled"] == heldout
-    assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, by_pattern["hypothesis_id"]}
+    others = [by_pattern["hypothesis_id"], json_like["hypothesis_id"]]
+    assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, *others}
     assert listed["rows"][0]["hypothesis_id"] == hid  # validated first
-    assert [r["hypothesis_id"] for r in proposed["rows"]] == [by_pattern["hypothesis_id"]]
+    assert [r["hypothesis_id"] for r in proposed["rows"]] == others
+    assert json_like["spec"] == {"regex": "[12]", "ignore_case": True}
     assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}
     assert detail["provenance"]["split"] == "heldout" and detail["examples"]
     for e in detail["examples"]:

@@ -36,6 +36,8 @@ Limit = Annotated[int, Field(ge=1, le=200, description="rows to return")]
 Offset = Annotated[int, Field(ge=0, description="rows to skip (for paging)")]
 MaxChars = Annotated[int, Field(ge=20, le=20000, description="clip each text to this many characters")]
 
+# Optional text arguments are plain `str` defaulting to "" rather than `str | None`: the SDK JSON-decodes a
+# string given for a non-`str` field, which would turn a regex such as `[12]` into a list.
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -346,7 +348,7 @@ class StudyTools:
 
     def list_rollouts(
         self,
-        checkpoint: Annotated[str | None, Field(max_length=200, description="only this checkpoint")] = None,
+        checkpoint: Annotated[str, Field(max_length=200, description="only this checkpoint (default: all)")] = "",
         search: Annotated[str, Field(max_length=200, description="text in the task id or rollout id")] = "",
         limit: Limit = 50,
         offset: Offset = 0,
@@ -419,8 +421,8 @@ class StudyTools:
         statement: Annotated[str, Field(min_length=3, max_length=500, description="a short, testable claim")],
         direction: Annotated[Direction, Field(description="the claimed change in 'after' relative to 'before'")],
         pattern: Annotated[
-            str | None, Field(max_length=1000, description="label by this regex (case-insensitive) on segment text")
-        ] = None,
+            str, Field(max_length=1000, description="label by this regex (case-insensitive) on segment text")
+        ] = "",
         verifier: Annotated[
             dict[str, Any] | None,
             Field(
@@ -430,8 +432,8 @@ class StudyTools:
             ),
         ] = None,
         judge_question: Annotated[
-            str | None, Field(max_length=1000, description="a yes/no question an LLM judge answers per segment")
-        ] = None,
+            str, Field(max_length=1000, description="a yes/no question an LLM judge answers per segment")
+        ] = "",
         kind: Annotated[Kind | None, Field(description="only segments of this kind (default: all kinds)")] = None,
     ) -> str:
         """WRITES: add a hypothesis to the store, labelled by exactly one of: a regex `pattern`, a
@@ -440,16 +442,21 @@ class StudyTools:
         from engine.hypotheses import ledger
         from engine.hypotheses.verifier import Verifier
 
-        if sum(x is not None for x in (pattern, verifier, judge_question)) != 1:
+        if sum(bool(x) for x in (pattern, verifier, judge_question)) != 1:
             raise InputError("give exactly one of pattern, verifier or judge_question")
         with self.access.writing() as s:
-            if verifier is not None:
+            if verifier:
                 spec = {"all": [{"kind": kind}, verifier]} if kind else verifier
                 Verifier(spec)  # refuse a bad spec with the path of its first problem
                 hypothesis_id = writes.add_user_hypothesis(s.con, statement, direction, "verifier", spec)
             else:
                 hypothesis_id = ledger.add_hypothesis(
-                    s.store, statement, pattern=pattern, kind=kind, judge=judge_question, direction=direction
+                    s.store,
+                    statement,
+                    pattern=pattern or None,
+                    kind=kind,
+                    judge=judge_question or None,
+                    direction=direction,
                 )
             row = queries.hypothesis(s.con, hypothesis_id)
         assert row is not None  # just written
