@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -50,23 +50,6 @@ def _ref(ref: queries.SegmentRef, max_chars: int) -> dict[str, Any]:
         "message_index": ref.message_index,
         "kind": ref.kind,
         "text": clip(ref.text, max_chars),
-    }
-
-
-def _delta(row: queries.DeltaRow) -> dict[str, Any]:
-    return {
-        "feature_id": row.feature_id,
-        "name": row.name,
-        "label": row.label,
-        "source": row.source,
-        "kind": row.kind,
-        "prevalence_before": row.prevalence_before,
-        "prevalence_after": row.prevalence_after,
-        "delta": row.delta,
-        "ci_low": row.ci_low,
-        "ci_high": row.ci_high,
-        "q_value": row.q_value,
-        "tested": row.tested,
     }
 
 
@@ -116,29 +99,8 @@ def _page(rows: list[Any], total: int, offset: int) -> str:
 
 
 def _hypothesis(row: queries.HypothesisRow) -> dict[str, Any]:
-    return {
-        "hypothesis_id": row.hypothesis_id,
-        "statement": row.statement,
-        "direction": row.direction,
-        "labeler": row.labeler,
-        "spec": row.spec,
-        "origin": row.origin,
-        "status": row.status,
-        "reason": row.reason,
-        "prevalence_before": row.prevalence_before,
-        "prevalence_after": row.prevalence_after,
-        "delta": row.delta,
-        "ci_low": row.ci_low,
-        "ci_high": row.ci_high,
-        "p_value": row.p_value,
-        "q_value": row.q_value,
-        "mde": row.mde,
-        "n_labeled": row.n_labeled,
-        "reward_assoc": row.reward_assoc,
-        "decision": row.decision,
-        "note": row.note,
-        "n_user_labels": row.n_user_labels,
-    }
+    """A hypothesis row without its provenance (get_hypothesis adds it)."""
+    return {f.name: getattr(row, f.name) for f in fields(row) if f.name != "provenance"}
 
 
 class StudyTools:
@@ -224,7 +186,7 @@ class StudyTools:
         )
         with self.access.reading() as s:
             page = queries.delta_page(s.con, flt, offset=offset, limit=limit)
-        return _page([_delta(r) for r in page.rows], page.total, offset)
+        return _page(page.rows, page.total, offset)
 
     def get_feature(
         self,
@@ -261,17 +223,7 @@ class StudyTools:
                 "threshold": detail.threshold,
                 "top_ngrams": detail.top_ngrams,
                 "deltas": [
-                    _delta(d.row)
-                    | {
-                        "p_value": d.row.p_value,
-                        "rollout_rate_before": d.rollout_rate_before,
-                        "rollout_rate_after": d.rollout_rate_after,
-                        "n_before": d.n_before,
-                        "n_after": d.n_after,
-                        "reward_assoc_before": d.reward_assoc_before,
-                        "reward_assoc_after": d.reward_assoc_after,
-                        "skip_reason": d.skip_reason,
-                    }
+                    asdict(d.row) | {f.name: getattr(d, f.name) for f in fields(d) if f.name != "row"}
                     for d in detail.deltas
                 ],
                 "task_deltas": detail.task_deltas if include_tasks else None,
