@@ -28,6 +28,8 @@ from engine.store import queries, writes
 # engine.summary and engine.hypotheses (scipy, the stats and LLM layers) are imported in the tools that use
 # them: an agent harness starts this server with every session, and those imports double its start-up time.
 
+# Optional text arguments are plain `str` defaulting to "" rather than `str | None`: the SDK JSON-decodes a
+# string given for a non-`str` field, which would turn a regex such as `[12]` into a list.
 Kind = Literal["reasoning", "text", "tool_call"]
 DeltaKind = Literal["reasoning", "text", "tool_call", "any"]
 Direction = Literal["increase", "decrease"]
@@ -35,9 +37,6 @@ Id = Annotated[int, Field(ge=0)]
 Limit = Annotated[int, Field(ge=1, le=200, description="rows to return")]
 Offset = Annotated[int, Field(ge=0, description="rows to skip (for paging)")]
 MaxChars = Annotated[int, Field(ge=20, le=20000, description="clip each text to this many characters")]
-
-# Optional text arguments are plain `str` defaulting to "" rather than `str | None`: the SDK JSON-decodes a
-# string given for a non-`str` field, which would turn a regex such as `[12]` into a list.
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -122,7 +121,6 @@ class StudyTools:
             summary = study_summary(s.store)
             before, after = queries.compared_checkpoints(s.con)
             counts = queries.analysis_counts(s.con)
-            n_features = s.con.execute("SELECT count(*) FROM features").fetchall()[0][0]
             stages = queries.stage_statuses(s.con)
         return to_json(
             {
@@ -143,7 +141,7 @@ class StudyTools:
                     for c in summary.checkpoints
                 ],
                 "rollouts_by_split": counts.rollouts_by_split,
-                "features": n_features,
+                "features": counts.n_features,
                 "deltas_tested": counts.n_deltas_tested,
                 "deltas_significant": counts.n_deltas_significant,
                 "clusters": counts.n_clusters,

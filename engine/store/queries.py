@@ -804,6 +804,7 @@ class AnalysisCounts:
     """How far the analysis got and what it found: what an agent needs to decide where to look first."""
 
     rollouts_by_split: dict[str, int]
+    n_features: int
     n_deltas_tested: int
     n_deltas_significant: int
     n_clusters: int
@@ -812,8 +813,8 @@ class AnalysisCounts:
 
 
 def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
-    """Rollouts per split ('unsplit' before the split is drawn), tested and significant (q <= `fdr`) deltas,
-    clusters, hypotheses per status and the user's decisions ('undecided' for none)."""
+    """Rollouts per split ('unsplit' before the split is drawn), features, tested and significant
+    (q <= `fdr`) deltas, clusters, hypotheses per status and the user's decisions ('undecided' for none)."""
     splits = {
         str(split or "unsplit"): int(n)
         for split, n in con.execute("SELECT split, count(*) FROM rollouts GROUP BY ALL ORDER BY ALL").fetchall()
@@ -832,6 +833,7 @@ def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
     }
     return AnalysisCounts(
         rollouts_by_split=splits,
+        n_features=int(con.execute("SELECT count(*) FROM features").fetchall()[0][0]),
         n_deltas_tested=int(tested),
         n_deltas_significant=int(significant),
         n_clusters=int(con.execute("SELECT count(*) FROM clusters").fetchall()[0][0]),
