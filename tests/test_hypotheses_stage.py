@@ -93,3 +93,18 @@ def test_add_refuses_bad_input(study) -> None:
     run_stage(store)
     with pytest.raises(InputError, match="ANTHROPIC_API_KEY"):
         ledger.test_hypothesis(store, hid)
+
+
+def test_a_phrase_no_feature_catches_is_found_lexically(tmp_path: Path) -> None:
+    assured = Planted("assured", "text", "Rest assured, I will take care of this.", 0.0, 0.25)
+    store, truth = make_study(tmp_path / "l.duckdb", [APOLOGY, assured])
+    with store:
+        add_features(store, truth)  # no feature fires on the planted phrase
+        run_stage(store)
+        rows = store.frame("SELECT spec, status, provenance FROM hypotheses WHERE status = 'validated'").to_dicts()
+        lexical = [r for r in rows if json.loads(r["provenance"])["feature_names"][0].startswith("ngram:")]
+        assert any(Verifier(json.loads(r["spec"]))(SegmentView(0, "text", assured.content)).label for r in lexical)
+        assert all(
+            not Verifier(json.loads(r["spec"]))(SegmentView(0, "text", "Your booking is updated.")).label
+            for r in lexical
+        )

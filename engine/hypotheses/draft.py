@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 MIN_GRAM_COUNT = 3
 CANDIDATES = 25
+MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 MERGE_JACCARD = 0.6
 EXAMPLES = 4
@@ -106,7 +107,10 @@ def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> D
         more = index.is_after if sign > 0 else ~index.is_after
         firing = np.isin(index.segment_ids, np.fromiter(fires, dtype=np.int64, count=len(fires))) & more
         counts = index.counts(np.flatnonzero(firing))
-        pool = [g for g, n in counts.items() if n >= MIN_GRAM_COUNT]
+        in_more = index.counts(np.flatnonzero(more))
+        # A phrase belongs to the source when it mostly occurs where the source fires: a different behaviour
+        # that merely co-occurs would otherwise join the union.
+        pool = [g for g, n in counts.items() if n >= MIN_GRAM_COUNT and n >= MIN_PRECISION * in_more[g]]
         pool += [g.lower() for g in source.top_ngrams if g.lower() not in counts]
         singles = {g: sign * index.z(index.matches({g})) for g in pool}
         candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]

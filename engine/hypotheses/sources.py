@@ -34,6 +34,8 @@ class Source:
 
     @property
     def title(self) -> str:
+        if not self.feature_ids:
+            return f"phrase {self.labels[0]}"
         what = f"cluster {self.cluster_id}" if self.cluster_id is not None else f"feature {self.feature_ids[0]}"
         return f"{what} ({'; '.join(self.labels[:3])})"
 

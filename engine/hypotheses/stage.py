@@ -24,8 +24,9 @@ from engine.hypotheses.ledger import (
     replace_labels,
     revalidate,
 )
+from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
-from engine.hypotheses.sources import firing_segments, load_sources
+from engine.hypotheses.sources import Source, firing_segments, load_sources
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -65,11 +66,15 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         session = open_session(store, config)
         discovery = Discovery(load_population(store, config.before, config.after, "discovery"))
         sources = load_sources(store, config.fdr)
+        sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
         fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
         discovery_ids = discovery.population.segments["segment_id"].to_list()
         fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(discovery_ids))
 
-        def fires(source) -> set[int]:
+        def fires(source: Source) -> set[int]:
+            if not source.feature_ids:  # a lexical source fires where its n-gram occurs
+                index, _ = discovery.index(source.kinds)
+                return set(index.segment_ids[index.matches(set(source.top_ngrams))].tolist())
             return set(fires_by_feature.filter(pl.col("feature_id").is_in(list(source.feature_ids)))["segment_id"])
 
         with progress.track("drafting hypotheses", len(sources)) as advance:
@@ -146,7 +151,7 @@ def _write_drafts(
         replace_labels(store, first + offset, labels)
 
 
-def _explain(store: Store, session: LLMSession, sources) -> dict[int, str]:
+def _explain(store: Store, session: LLMSession, sources: list[Source]) -> dict[int, str]:
     """LLM explanations for the features hypotheses were drafted from (top-activating discovery examples)."""
     ids = list(dict.fromkeys(f for s in sources for f in s.feature_ids))[:EXPLAINED_FEATURES]
     if not ids:

@@ -1,0 +1,95 @@
+"""Lexical sources: word n-grams of the discovery split whose prevalence changed, tested like features.
+
+The features stage may miss a short, rare phrase (an SAE latent that also fires on most other text hides it).
+Every n-gram seen in at least MIN_SUPPORT discovery rollouts (and absent from as many) gets the deltas' test:
+within-task permutation of checkpoint labels, p-values refined where the Monte Carlo floor binds, and
+Benjamini-Hochberg across all n-grams of all kinds. The strongest significant ones become sources; drafting,
+merging and held-out validation then treat them like feature sources.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from engine.deltas import MIN_SUPPORT
+from engine.hypotheses.draft import Discovery
+from engine.hypotheses.sources import Source
+from engine.stats.design import CheckpointDesign
+from engine.stats.fdr import bh_qvalues
+from engine.stats.permutation import PermutationBlock, refined_pvalues
+
+log = logging.getLogger(__name__)
+
+MAX_LEXICAL = 15  # sources per kind
+KINDS = ("reasoning", "text", "tool_call")
+
+
+def lexical_sources(
+    discovery: Discovery, rng: np.random.Generator, *, fdr: float, n_permutations: int, limit: int = MAX_LEXICAL
+) -> list[Source]:
+    """Significant n-gram sources, strongest (lowest q, then largest delta) first within each kind."""
+    population = discovery.population
+    keys, is_after, task, _ = population.rollout_arrays()
+    design = CheckpointDesign.from_labels(is_after, task)
+    row_of = {int(k): i for i, k in enumerate(keys)}
+    blocks, meta = [], []
+    for kind in KINDS:
+        index, segs = discovery.index((kind,))
+        if segs.height == 0:
+            continue
+        rows = np.array([row_of[int(k)] for k in segs["rollout_key"]])
+        vocab: dict[str, int] = {}
+        cells_r, cells_c = [], []
+        for r, grams in zip(rows, index.grams, strict=True):
+            for g in grams:
+                cells_r.append(r)
+                cells_c.append(vocab.setdefault(g, len(vocab)))
+        if not vocab:
+            continue
+        counts = sp.csc_array(
+            (np.ones(len(cells_r), dtype=np.float32), (cells_r, cells_c)), shape=(keys.size, len(vocab))
+        )
+        totals = np.bincount(rows, minlength=keys.size).astype(np.float32)
+        coo = counts.tocoo()
+        firing = np.bincount(coo.col, minlength=len(vocab))
+        # Rollouts where every segment of the kind has the n-gram cannot show it absent.
+        full = np.bincount(coo.col[coo.data >= totals[coo.row]], minlength=len(vocab))
+        quiet = int((totals > 0).sum()) - full
+        testable = np.flatnonzero((firing >= MIN_SUPPORT) & (quiet >= MIN_SUPPORT))
+        if testable.size == 0:
+            continue
+        grams = np.array(list(vocab))[testable]
+        block_counts = counts[:, testable][design.keep]
+        blocks.append(PermutationBlock(block_counts, totals[design.keep], design))
+        meta.append((kind, grams))
+    if not blocks:
+        return []
+    results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=n_permutations * 100)
+    q = bh_qvalues(np.concatenate([r.p_value for r in results]))
+    offsets = np.cumsum([0] + [b.n_features for b in blocks])
+    log.info("lexical sources: %d n-grams tested, %d significant", q.size, int((q < fdr).sum()))
+    sources = []
+    for i, ((kind, grams), result) in enumerate(zip(meta, results, strict=True)):
+        qk = q[offsets[i] : offsets[i + 1]]
+        frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < fdr)
+        for gram, delta, qv in (
+            frame.sort(["q", pl.col("delta").abs()], descending=[False, True]).head(limit).iter_rows()
+        ):
+            sources.append(
+                Source(
+                    (kind,),
+                    (),
+                    (f"ngram:{gram}",),
+                    (f'"{gram}"',),
+                    float(delta),
+                    float(qv),
+                    None,
+                    None,
+                    top_ngrams=(gram,),
+                )
+            )
+    return sources
