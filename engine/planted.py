@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 F1_RECOVERED = 0.5
 F1_RELATED = 0.2
-SAMPLE_PAIR = ("sample_data/tau-bench-gpt4o/trials01.jsonl.gz", "sample_data/tau-bench-gpt4o/trials23.jsonl.gz")
+_SAMPLES = Path(__file__).resolve().parents[1] / "sample_data" / "tau-bench-gpt4o"
+SAMPLE_PAIR = (_SAMPLES / "trials01.jsonl.gz", _SAMPLES / "trials23.jsonl.gz")
 
 
 @dataclass(frozen=True)

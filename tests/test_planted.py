@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,13 +19,11 @@ from engine.planted import (
 )
 from engine.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def planted_store(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("planted")
-    before, after, truth = plant(ROOT / SAMPLE_PAIR[0], ROOT / SAMPLE_PAIR[1], work, np.random.default_rng(0))
+    before, after, truth = plant(SAMPLE_PAIR[0], SAMPLE_PAIR[1], work, np.random.default_rng(0))
     store = Store(work / "s.duckdb")
     ingest_file(store, before, "before")
     ingest_file(store, after, "after")
