@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.llm.client import CostCapReached, LLMFailure, LLMRequest, LLMResult, Usage
+from engine.llm.client import CostCapReached, LLMError, LLMFailure, LLMRequest, LLMResult, Usage
 from engine.llm.cost import cost_usd, estimate_usd, price
 from engine.llm.fake import FakeLLMClient
 from engine.llm.fence import clean, fence
@@ -95,3 +95,14 @@ def test_templates_fill_named_slots() -> None:
     assert "$not_a_slot {braces}" in text
     with pytest.raises(KeyError):
         render("judge_user", kind="text")
+
+
+def test_a_failed_batch_fails_each_request_without_raising(store: Store) -> None:
+    class BrokenBatches(FakeLLMClient):
+        def complete_batch(self, requests):
+            raise LLMError("Anthropic API error 529: Overloaded")
+
+    session = LLMSession(BrokenBatches(lambda r: {"n": 1}), store, max_cost=5.0)
+    results = session.ask_many(requests(BATCH_THRESHOLD))
+    assert all(isinstance(r, LLMFailure) and "529" in r.reason for r in results)
+    assert store.scalar("SELECT count(*) FROM llm_cache") == 0

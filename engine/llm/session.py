@@ -82,7 +82,11 @@ class LLMSession:
 
     def _send(self, requests: list[LLMRequest], batch: bool) -> list[LLMResult | LLMFailure]:
         if batch:
-            return self.client.complete_batch(requests)
+            try:
+                return self.client.complete_batch(requests)
+            except LLMError as exc:  # the batch as a whole failed: every request failed
+                log.warning("LLM batch of %d requests failed: %s", len(requests), exc)
+                return [LLMFailure(str(exc)) for _ in requests]
         out: list[LLMResult | LLMFailure] = []
         for request in requests:
             try:
