@@ -82,10 +82,10 @@ class FixtureSize:
     labels_per_hypothesis: int = 12
 
 
-BENCH_SIZE = FixtureSize(
+BENCH_SIZE = FixtureSize(  # ~100k segments, 1M segment-feature rows, 5k features, 200 hypotheses
     n_tasks=50,
-    rollouts_per_task=100,
-    turns=4,
+    rollouts_per_task=112,
+    turns=3,
     n_sae_features=5000 - len(STRUCTURAL),
     segment_features=1_000_000,
     n_hypotheses=200,
@@ -246,7 +246,7 @@ def _features(size: FixtureSize, rng: np.random.Generator, hostile: bool) -> pl.
                 "explanation": f"Fires on text about {words[0]} and {words[1]}." if j % 3 == 0 else None,
                 "sae_index": j,
                 "threshold": round(float(rng.uniform(0.05, 0.3)), 3),
-                "top_ngrams": json.dumps([[w, round(float(rng.uniform(1, 5)), 2)] for w in words]),
+                "top_ngrams": json.dumps([{"ngram": w, "score": round(float(rng.uniform(1, 5)), 2)} for w in words]),
                 "run_id": "features-fixture",
             }
         )

@@ -102,6 +102,12 @@ def test_feature_detail_has_stats_tasks_examples_and_clusters(cur: duckdb.DuckDB
     assert queries.feature_detail(cur, 10_000) is None
 
 
+def test_ngram_list_reads_each_stored_form() -> None:
+    assert queries.ngram_list('[{"ngram": "sorry", "score": 2.1}, {"ngram": " "}]') == ["sorry"]
+    assert queries.ngram_list([["hand off", 1.0], "policy"]) == ["hand off", "policy"]
+    assert queries.ngram_list(None) == [] and queries.ngram_list("not json") == []
+
+
 def test_clusters_and_members(cur: duckdb.DuckDBPyConnection) -> None:
     clusters = queries.clusters(cur)
     assert len(clusters) == scalar(cur, "SELECT count(*) FROM clusters")

@@ -72,6 +72,7 @@ class StudySummary:
     n_features: int
     n_hypotheses: int
     stages: list[StageStatus]
+    n_shared_tasks: int = 0  # tasks with rollouts in every checkpoint
 
 
 def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
@@ -91,7 +92,7 @@ def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
     """Every checkpoint with its counts and success rate (the CI `rldiff info` prints), in ingest order."""
     import numpy as np
 
-    from engine.summary import clustered_mean_ci
+    from engine.stats.intervals import clustered_mean_ci
 
     rewards: dict[str, tuple[list[str], list[float]]] = {}
     for checkpoint, task_id, reward in con.execute(
@@ -160,6 +161,12 @@ def study_summary(con: Connection) -> StudySummary:
         n_features=int(con.execute("SELECT count(*) FROM features").fetchone()[0]),
         n_hypotheses=int(con.execute("SELECT count(*) FROM hypotheses").fetchone()[0]),
         stages=stage_statuses(con),
+        n_shared_tasks=int(
+            con.execute(
+                "SELECT count(*) FROM (SELECT task_id FROM rollouts GROUP BY task_id "
+                "HAVING count(DISTINCT checkpoint) = (SELECT count(*) FROM checkpoints))"
+            ).fetchone()[0]
+        ),
     )
 
 
@@ -332,11 +339,22 @@ def _segment_ref(r: dict[str, Any]) -> SegmentRef:
     return SegmentRef(**{k: r[k] for k in SegmentRef.__dataclass_fields__})
 
 
-def _ngrams(value: Any) -> list[str]:
+def ngram_list(value: Any) -> list[str]:
+    """The n-grams of a `features.top_ngrams` value: a JSON list of {"ngram": ..., "score": ...} objects (as
+    the features stage writes it), of [ngram, score] pairs, or of strings."""
     parsed = _json(value)
-    if not isinstance(parsed, list):
-        return []
-    return [str(g[0] if isinstance(g, list | tuple) and g else g) for g in parsed]
+    out = []
+    for item in parsed if isinstance(parsed, list) else []:
+        gram = (
+            item.get("ngram")
+            if isinstance(item, dict)
+            else item[0]
+            if isinstance(item, list | tuple) and item
+            else item
+        )
+        if isinstance(gram, str) and gram.strip():
+            out.append(gram.strip())
+    return out
 
 
 def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: int = 5) -> FeatureDetail | None:
@@ -405,7 +423,7 @@ def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: in
         source=f["source"],
         explanation=f["explanation"],
         threshold=float(f["threshold"]),
-        top_ngrams=_ngrams(f["top_ngrams"]),
+        top_ngrams=ngram_list(f["top_ngrams"]),
         deltas=deltas,
         task_deltas=task_deltas,
         examples=examples,
@@ -733,42 +751,28 @@ class SearchHit:
     detail: str
 
 
+_SEARCHES: tuple[tuple[str, str], ...] = (  # (category, SQL selecting id, title, detail); $p pattern, $t text
+    ("feature", "SELECT feature_id, label, name || ' · ' || source FROM features WHERE label ILIKE $p OR name ILIKE $p "
+     "ORDER BY length(label), feature_id"),
+    ("cluster", "SELECT cluster_id, label, format('cluster {} · {} · {} features', cluster_id, kind, size) "
+     "FROM clusters WHERE label ILIKE $p OR cluster_id::VARCHAR = $t ORDER BY cluster_id"),
+    ("hypothesis", "SELECT hypothesis_id, statement, format('hypothesis {} · {}', hypothesis_id, status) "
+     "FROM hypotheses WHERE statement ILIKE $p OR hypothesis_id::VARCHAR = $t ORDER BY hypothesis_id"),
+    ("rollout", "SELECT rollout_key, rollout_id, format('{} · task {}', checkpoint, task_id) FROM rollouts "
+     "WHERE rollout_id ILIKE $p OR task_id ILIKE $p ORDER BY task_id, rollout_key"),
+)  # fmt: skip
+
+
 def search(con: Connection, text: str, limit: int = 8) -> list[SearchHit]:
     """Features, clusters, hypotheses and rollouts whose name contains `text` (case-insensitive)."""
-    pattern = f"%{text}%"
-    hits = [
-        SearchHit("feature", int(i), label, f"{name} · {source}")
-        for i, label, name, source in con.execute(
-            "SELECT feature_id, label, name, source FROM features WHERE label ILIKE ? OR name ILIKE ? "
-            "ORDER BY length(label), feature_id LIMIT ?",
-            [pattern, pattern, limit],
+    params = {"p": f"%{text}%", "t": text, "n": limit}
+    return [
+        SearchHit(category, int(i), title, detail)  # type: ignore[arg-type]
+        for category, sql in _SEARCHES
+        for i, title, detail in con.execute(
+            f"{sql} LIMIT $n", {k: v for k, v in params.items() if f"${k}" in f"{sql} LIMIT $n"}
         ).fetchall()
     ]
-    hits += [
-        SearchHit("cluster", int(i), label, f"cluster {i} · {kind} · {size} features")
-        for i, label, kind, size in con.execute(
-            "SELECT cluster_id, label, kind, size FROM clusters WHERE label ILIKE ? OR cluster_id::VARCHAR = ? "
-            "ORDER BY cluster_id LIMIT ?",
-            [pattern, text, limit],
-        ).fetchall()
-    ]
-    hits += [
-        SearchHit("hypothesis", int(i), statement, f"hypothesis {i} · {status}")
-        for i, statement, status in con.execute(
-            "SELECT hypothesis_id, statement, status FROM hypotheses "
-            "WHERE statement ILIKE ? OR hypothesis_id::VARCHAR = ? ORDER BY hypothesis_id LIMIT ?",
-            [pattern, text, limit],
-        ).fetchall()
-    ]
-    hits += [
-        SearchHit("rollout", int(k), rid, f"{checkpoint} · task {task}")
-        for k, rid, checkpoint, task in con.execute(
-            "SELECT rollout_key, rollout_id, checkpoint, task_id FROM rollouts "
-            "WHERE rollout_id ILIKE ? OR task_id ILIKE ? ORDER BY task_id, rollout_key LIMIT ?",
-            [pattern, pattern, limit],
-        ).fetchall()
-    ]
-    return hits
 
 
 # -- added for the MCP server -------------------------------------------------------------------------------

@@ -14,12 +14,23 @@ from tui.messages import ClusterMembersLoaded, ClustersLoaded
 from tui.numbers import pct, pvalue
 from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
+from tui.widgets.columns import set_columns
 from tui.widgets.delta_bar import delta_bar
 
 if TYPE_CHECKING:
     from engine.store.queries import ClusterMember, ClusterRow
 
-FIXED = 4 + 4 + 5 + 6 + 6 + 16 + 6 + 2 * 8 + 2
+CLUSTER_COLUMNS = (
+    ("id", 4),
+    ("label", None),
+    ("kind", 4),
+    ("size", 5),
+    ("before", 6),
+    ("after", 6),
+    ("Δ pp", 16),
+    ("q", 6),
+)
+MEMBER_COLUMNS = (("feature", None), ("src", 3), ("memb", 4), ("before", 6), ("after", 6), ("Δ pp", 16), ("q", 6))
 
 
 class ClustersScreen(RldiffScreen):
@@ -40,29 +51,8 @@ class ClustersScreen(RldiffScreen):
         yield DataTable(id="members", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        clusters = self.query_one("#clusters", DataTable)
-        for label, width in (
-            ("id", 4),
-            ("label", None),
-            ("kind", 4),
-            ("size", 5),
-            ("before", 6),
-            ("after", 6),
-            ("Δ pp", 16),
-            ("q", 6),
-        ):
-            clusters.add_column(label, width=width)
-        members = self.query_one("#members", DataTable)
-        for label, width in (
-            ("feature", None),
-            ("src", 3),
-            ("memb", 4),
-            ("before", 6),
-            ("after", 6),
-            ("Δ pp", 16),
-            ("q", 6),
-        ):
-            members.add_column(label, width=width)
+        self._fill_clusters()
+        self._fill_members()
         super().on_mount()
 
     def reload(self) -> None:
@@ -86,9 +76,8 @@ class ClustersScreen(RldiffScreen):
     def _fill_clusters(self) -> None:
         table = self.query_one("#clusters", DataTable)
         cursor = table.cursor_row
-        table.clear()
+        width = set_columns(table, CLUSTER_COLUMNS, self.app.size.width)
         palette, scale = self.palette, self._scale([c.delta for c in self._clusters])
-        width = max(12, self.app.size.width - FIXED)
         for c in self._clusters:
             table.add_row(
                 Text(str(c.cluster_id)),
@@ -128,9 +117,8 @@ class ClustersScreen(RldiffScreen):
 
     def _fill_members(self) -> None:
         table = self.query_one("#members", DataTable)
-        table.clear()
+        width = set_columns(table, MEMBER_COLUMNS, self.app.size.width)
         palette, scale = self.palette, self._scale([m.delta for m in self._members])
-        width = max(12, self.app.size.width - FIXED + 8)
         for m in self._members:
             table.add_row(
                 one_line(m.label, width),

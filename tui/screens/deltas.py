@@ -16,6 +16,7 @@ from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
 from tui.widgets.delta_bar import delta_bar
 from tui.widgets.paged_table import PagedTable
+from tui.widgets.search_box import SearchBox
 
 if TYPE_CHECKING:
     from engine.store.queries import DeltaFilter, DeltaRow
@@ -28,7 +29,7 @@ SOURCES = (None, "sae", "structural")
 Q_FILTERS = (("tested", None, True), ("q≤0.05", 0.05, True), ("q≤0.01", 0.01, True), ("all", None, False))
 SORTS = (("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("q", "q"), ("label", "label"))
 PAGE = 200
-FIXED_WIDTH = 4 + 3 + 6 + 6 + 16 + 6 + 2 * 7 + 2  # columns other than the label, padding, scrollbar
+COLUMNS = (("feature", None), ("kind", 4), ("src", 3), ("before", 6), ("after", 6), ("Δ pp", 16), ("q", 6))
 
 
 def _cycle(options: tuple, current: object) -> object:
@@ -48,24 +49,16 @@ class DeltasScreen(RldiffScreen):
         self._q_label = "tested"
         self._scale = 0.1
         self._rows: list[DeltaRow] = []
+        self._label_width = 20
+        self._loaded = False
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="delta-filters")
-        yield Input(placeholder="search labels (Enter: back to the table, Esc: clear)", id="delta-search")
+        yield SearchBox(placeholder="search labels (Enter: back to the table, Esc: clear)", id="delta-search")
         yield PagedTable(id="deltas")
 
     def on_mount(self) -> None:
-        table = self.query_one(PagedTable)
-        for label, width in (
-            ("feature", None),
-            ("kind", 4),
-            ("src", 3),
-            ("before", 6),
-            ("after", 6),
-            ("Δ pp", 16),
-            ("q", 6),
-        ):
-            table.add_column(label, width=width)
+        self._label_width = self.query_one(PagedTable).reset(0, COLUMNS, self.app.size.width)
         self._show_filters()
         super().on_mount()
 
@@ -91,11 +84,12 @@ class DeltasScreen(RldiffScreen):
         table = self.query_one(PagedTable)
         if page.offset == 0:
             self._rows = []
-            table.reset(page.total)
+            self._label_width = table.reset(page.total, COLUMNS, self.app.size.width)
             self._scale = max((abs(r.delta or 0.0) for r in page.rows), default=0.0) or 0.1
         elif page.offset != len(self._rows):
             return
         self._rows += page.rows
+        self._loaded = True
         table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in page.rows), page.total)
         self._show_filters()
 
@@ -104,9 +98,8 @@ class DeltasScreen(RldiffScreen):
 
     def _cells(self, row: DeltaRow) -> list[Text]:
         palette = self.palette
-        label_width = max(12, self.app.size.width - FIXED_WIDTH)
         return [
-            one_line(row.label, label_width),
+            one_line(row.label, self._label_width),
             Text(KIND_SHORT.get(row.kind, row.kind[:4])),
             Text("sae" if row.source == "sae" else "str", style="dim"),
             Text(pct(row.prevalence_before), justify="right"),
@@ -123,7 +116,7 @@ class DeltasScreen(RldiffScreen):
         table = self.query_one(PagedTable)
         cursor = table.cursor_row
         total = table.total
-        table.reset(total)
+        self._label_width = table.reset(total, COLUMNS, self.app.size.width)
         table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in self._rows), total)
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
@@ -147,6 +140,8 @@ class DeltasScreen(RldiffScreen):
             text.append(f"/{f.search}  ", style="italic")
         table = self.query_one(PagedTable)
         text.append(f"{table.loaded}/{table.total} rows", style="dim")
+        if self._loaded and not table.total:
+            text.append("  none: loosen the filters (g shows untested too), or run `rldiff analyze`", style="italic")
         self.query_one("#delta-filters", Static).update(text)
 
     # -- actions ---------------------------------------------------------------------------------------------
@@ -176,23 +171,11 @@ class DeltasScreen(RldiffScreen):
         self.set_filter(replace(self.filter, sort=keys[(keys.index(self.filter.sort) + 1) % len(keys)]))
 
     def action_search(self) -> None:
-        search = self.query_one("#delta-search", Input)
-        search.display = True
-        search.focus()
+        self.query_one(SearchBox).open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "delta-search" and event.value.strip() != self.filter.search:
             self.set_filter(replace(self.filter, search=event.value.strip()))
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one(PagedTable).focus()
-
-    def key_escape(self) -> None:
-        search = self.query_one("#delta-search", Input)
-        if search.has_focus:
-            search.value = ""
-            search.display = False
-            self.query_one(PagedTable).focus()
 
     def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self._open(event.cursor_row)

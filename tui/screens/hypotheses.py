@@ -17,6 +17,7 @@ from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NewHypothesis, NoteScreen
+from tui.widgets.columns import set_columns
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisExample, HypothesisRow
@@ -26,7 +27,7 @@ STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "prop
 DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
 STATUSES = (None, "validated", "inconclusive", "rejected", "proposed")
 DECISION_FILTERS = (None, "undecided", "accepted", "rejected")
-FIXED = 4 + 2 + 3 + 7 + 6 + 2 * 6 + 2
+COLUMNS = (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("q", 6))
 
 
 class HypothesesScreen(RldiffScreen):
@@ -53,9 +54,7 @@ class HypothesesScreen(RldiffScreen):
             yield ProgressBar(id="hyp-progress-bar", show_eta=False)
 
     def on_mount(self) -> None:
-        table = self.query_one("#hypotheses", DataTable)
-        for label, width in (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("q", 6)):
-            table.add_column(label, width=width)
+        self._fill()
         self.query_one("#hyp-progress").display = False
         self.watch(self.app, "hypothesis_test", self._test_changed)
         super().on_mount()
@@ -88,7 +87,7 @@ class HypothesesScreen(RldiffScreen):
     def _fill(self) -> None:
         table = self.query_one("#hypotheses", DataTable)
         cursor = table.cursor_row
-        table.clear()
+        self._statement_width = set_columns(table, COLUMNS, self.app.size.width)
         for h in self.rows:
             table.add_row(*self._cells(h), key=str(h.hypothesis_id))
         if self.rows:
@@ -96,12 +95,11 @@ class HypothesesScreen(RldiffScreen):
 
     def _cells(self, h: HypothesisRow) -> list[Text]:
         palette = self.palette
-        width = max(16, self.app.size.width - FIXED)
         return [
             Text(str(h.hypothesis_id)),
             Text(STATUS_MARK.get(h.status, " "), style="bold"),
             Text(DECISION_MARK.get(h.decision or "", ""), style="bold"),
-            one_line(h.statement, width),
+            one_line(h.statement, self._statement_width),
             Text(pp(h.delta), style=palette.more if (h.delta or 0) > 0 else palette.less, justify="right"),
             Text(pvalue(h.q_value), justify="right"),
         ]

@@ -15,11 +15,13 @@ from tui.messages import OverviewLoaded
 from tui.numbers import pct, pp, pvalue
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
+from tui.widgets.columns import set_columns
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisRow, StudySummary
 
 STAGES = ("split", "features", "deltas", "clusters", "hypotheses")
+FINDING_COLUMNS = (("id", 4), ("statement", None), ("Δ pp", 7), ("q", 6), ("decision", 8))
 
 
 def _summary_table(summary: StudySummary, before_style: str, after_style: str) -> Table:
@@ -69,12 +71,7 @@ class OverviewScreen(RldiffScreen):
         yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#findings", DataTable)
-        table.add_column("id", width=4)
-        table.add_column("statement")
-        table.add_column("Δ pp", width=7)
-        table.add_column("q", width=6)
-        table.add_column("decision", width=9)
+        set_columns(self.query_one("#findings", DataTable), FINDING_COLUMNS, self.app.size.width)
         super().on_mount()
 
     def reload(self) -> None:
@@ -111,8 +108,7 @@ class OverviewScreen(RldiffScreen):
 
     def _fill_findings(self, findings: list[HypothesisRow]) -> None:
         table = self.query_one("#findings", DataTable)
-        table.clear()
-        statement_width = max(20, self.app.size.width - 4 - 7 - 6 - 9 - 14)
+        statement_width = set_columns(table, FINDING_COLUMNS, self.app.size.width)
         for h in findings:
             table.add_row(
                 Text(str(h.hypothesis_id)),

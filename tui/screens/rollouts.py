@@ -14,13 +14,23 @@ from tui.messages import RolloutPageLoaded, TranscriptLoaded
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.widgets.paged_table import PagedTable
+from tui.widgets.search_box import SearchBox
 from tui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
     from engine.store.queries import RolloutRow
 
 PAGE = 200
-FIXED = 14 + 5 + 6 + 5 + 4 + 4 + 2 * 8 + 2
+COLUMNS = (
+    ("task", None),
+    ("checkpoint", 14),
+    ("rollout", None),
+    ("trial", 5),
+    ("reward", 6),
+    ("split", 5),
+    ("msgs", 4),
+    ("segs", 4),
+)
 
 
 class RolloutsScreen(RldiffScreen):
@@ -33,25 +43,18 @@ class RolloutsScreen(RldiffScreen):
         self.checkpoint: str | None = None
         self.search = ""
         self._rows: list[RolloutRow] = []
+        self._width = 12
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="rollout-filters")
-        yield Input(placeholder="search task or rollout id (Enter: back to the table, Esc: clear)", id="rollout-search")
+        yield SearchBox(
+            placeholder="search task or rollout id (Enter: back to the table, Esc: clear)", id="rollout-search"
+        )
         yield PagedTable(id="rollouts")
 
     def on_mount(self) -> None:
         table = self.query_one(PagedTable)
-        for label, width in (
-            ("task", None),
-            ("checkpoint", 14),
-            ("rollout", None),
-            ("trial", 5),
-            ("reward", 6),
-            ("split", 5),
-            ("msgs", 4),
-            ("segs", 4),
-        ):
-            table.add_column(label, width=width)
+        self._width = table.reset(0, COLUMNS, self.app.size.width)
         super().on_mount()
 
     def reload(self) -> None:
@@ -73,7 +76,7 @@ class RolloutsScreen(RldiffScreen):
         page, table = message.page, self.query_one(PagedTable)
         if page.offset == 0:
             self._rows = []
-            table.reset(page.total)
+            self._width = table.reset(page.total, COLUMNS, self.app.size.width)
         elif page.offset != len(self._rows):
             return
         self._rows += page.rows
@@ -85,15 +88,14 @@ class RolloutsScreen(RldiffScreen):
 
     def _cells(self, r: RolloutRow) -> list[Text]:
         palette = self.palette
-        flexible = max(16, self.app.size.width - FIXED)
         style = palette.after if r.checkpoint == self.rldiff.compared[1] else palette.before
         return [
-            one_line(r.task_id, flexible // 2),
+            one_line(r.task_id, self._width),
             safe(r.checkpoint, style, max_chars=14),
-            one_line(r.rollout_id, flexible - flexible // 2),
+            one_line(r.rollout_id, self._width),
             Text("" if r.trial is None else str(r.trial)),
             Text("—" if r.reward is None else f"{r.reward:g}"),
-            Text((r.split or "")[:5]),
+            Text((r.split or "")[:4]),
             Text(str(r.n_messages)),
             Text(str(r.n_segments)),
         ]
@@ -112,7 +114,7 @@ class RolloutsScreen(RldiffScreen):
     def restyle(self) -> None:
         table = self.query_one(PagedTable)
         cursor, total = table.cursor_row, table.total
-        table.reset(total)
+        self._width = table.reset(total, COLUMNS, self.app.size.width)
         table.add_page(((str(r.rollout_key), self._cells(r)) for r in self._rows), total)
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
@@ -129,24 +131,12 @@ class RolloutsScreen(RldiffScreen):
         self._show_filters()
 
     def action_search(self) -> None:
-        search = self.query_one("#rollout-search", Input)
-        search.display = True
-        search.focus()
+        self.query_one(SearchBox).open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.value.strip() != self.search:
             self.search = event.value.strip()
             self.reload()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one(PagedTable).focus()
-
-    def key_escape(self) -> None:
-        search = self.query_one("#rollout-search", Input)
-        if search.has_focus:
-            search.value = ""
-            search.display = False
-            self.query_one(PagedTable).focus()
 
     def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self.action_open_rollout()

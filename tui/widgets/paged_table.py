@@ -10,6 +10,8 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from tui.widgets.columns import Columns, set_columns
+
 
 class PagedTable(DataTable[Text]):
     """Holds the first rows of a result; asks for the next page (`MoreWanted`) when the cursor nears the end."""
@@ -37,11 +39,12 @@ class PagedTable(DataTable[Text]):
     def loaded(self) -> int:
         return self.row_count
 
-    def reset(self, total: int) -> None:
-        """Forget every row: a new result of `total` rows is coming."""
-        self.clear()
+    def reset(self, total: int, columns: Columns, width: int) -> int:
+        """Forget every row and lay out `columns` for `width` cells: a new result of `total` rows is coming.
+        Returns the width of the flexible columns."""
         self.total = total
         self._requested = -1
+        return set_columns(self, columns, width)
 
     def add_page(self, rows: Iterable[tuple[str, list[Text]]], total: int) -> None:
         """Append `(key, cells)` rows."""
