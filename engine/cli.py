@@ -53,9 +53,9 @@ def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_ba
 
 def print_summary(store) -> None:  # noqa: ANN001
     from engine.console import summary_table
-    from engine.summary import study_summary
+    from engine.store.queries import study_summary
 
-    out.print(summary_table(study_summary(store)))
+    out.print(summary_table(study_summary(store.cursor()), str(store.path)))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -134,6 +134,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     )
     cmd_compare(args)
     if args.no_tui:
+        return 0
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        err.print(f"not a terminal, so no TUI; open it with `rldiff tui {store_path}`", markup=False)
         return 0
     return cmd_tui(args)
 

@@ -9,7 +9,7 @@ import polars as pl
 from rich.table import Table
 from rich.text import Text
 
-from engine.summary import SEGMENT_KINDS, StudySummary
+from engine.store.queries import SEGMENT_KINDS, StudySummary
 
 if TYPE_CHECKING:
     from engine.hypotheses.validate import Validation
@@ -19,9 +19,9 @@ def _pct(x: float) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:.1f}%"
 
 
-def summary_table(summary: StudySummary) -> Table:
+def summary_table(summary: StudySummary, path: str) -> Table:
     """Checkpoints with tasks, rollouts, segments by kind, and mean reward with its 95% CI."""
-    table = Table(title=Text(f"Study {summary.path}"), title_justify="left", caption_justify="left")
+    table = Table(title=Text(f"Study {path}"), title_justify="left", caption_justify="left")
     table.add_column("checkpoint")
     table.add_column("tasks", justify="right")
     table.add_column("rollouts", justify="right")
@@ -29,16 +29,18 @@ def summary_table(summary: StudySummary) -> Table:
         table.add_column(kind, justify="right")
     table.add_column("reward (95% CI)", justify="right", no_wrap=True)
     for c in summary.checkpoints:
-        reward = "–" if c.reward is None else f"{c.reward.mean:.2f} ({c.reward.low:.2f}–{c.reward.high:.2f})"
+        reward = "–" if c.mean_reward is None else f"{c.mean_reward:.2f}"
+        if c.reward_ci is not None:
+            reward += f" ({c.reward_ci[0]:.2f}–{c.reward_ci[1]:.2f})"
         table.add_row(
             Text(c.checkpoint),
-            str(c.tasks),
-            str(c.rollouts),
-            *(str(c.segments[k]) for k in SEGMENT_KINDS),
+            str(c.n_tasks),
+            str(c.n_rollouts),
+            *(str(c.segments_by_kind.get(k, 0)) for k in SEGMENT_KINDS),
             reward,
         )
     table.caption = (
-        f"{summary.shared_tasks} tasks shared by all checkpoints. Reward CIs treat the rollouts of a task as "
+        f"{summary.n_shared_tasks} tasks shared by all checkpoints. Reward CIs treat the rollouts of a task as "
         "correlated."
     )
     return table

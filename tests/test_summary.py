@@ -1,4 +1,4 @@
-"""The study summary's reward CI is cluster-robust over tasks."""
+"""The study summary: counts per checkpoint and a success rate whose CI is cluster-robust over tasks."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from engine.stats.intervals import clustered_mean_ci
 from engine.store import Store
-from engine.summary import clustered_mean_ci, study_summary
+from engine.store.queries import study_summary
 
 
 def test_clustered_ci_by_hand() -> None:
@@ -37,11 +38,11 @@ def test_single_task_has_no_interval() -> None:
 
 
 def test_summary_of_the_sample_pair(tau2_store: Store) -> None:
-    summary = study_summary(tau2_store)
+    summary = study_summary(tau2_store.cursor())
     assert [c.checkpoint for c in summary.checkpoints] == ["standard", "tighter"]
     standard = summary.checkpoints[0]
-    assert (standard.tasks, standard.rollouts, summary.shared_tasks) == (4, 66, 4)
-    assert standard.reward is not None and standard.reward.mean == pytest.approx(20 / 66)
-    assert sum(standard.segments.values()) == tau2_store.scalar(
+    assert (standard.n_tasks, standard.n_rollouts, summary.n_shared_tasks) == (4, 66, 4)
+    assert standard.mean_reward == pytest.approx(20 / 66)
+    assert sum(standard.segments_by_kind.values()) == tau2_store.scalar(
         "SELECT count(*) FROM segments JOIN rollouts USING (rollout_key) WHERE checkpoint = 'standard'"
     )

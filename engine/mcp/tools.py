@@ -25,7 +25,7 @@ from engine.mcp.results import clip, to_json
 from engine.mcp.sql import MAX_ROWS, MAX_TIMEOUT_S, run_query
 from engine.store import queries, writes
 
-# engine.summary and engine.hypotheses (scipy, the stats and LLM layers) are imported in the tools that use
+# engine.hypotheses (the stats and LLM layers) are imported in the tools that use
 # them: an agent harness starts this server with every session, and those imports double its start-up time.
 
 # Optional text arguments are plain `str` defaulting to "" rather than `str | None`: the SDK JSON-decodes a
@@ -115,28 +115,29 @@ class StudyTools:
         segments by kind and success rate (mean reward with a task-clustered 95% CI); the compared
         before/after pair; rollouts per split; tested and significant (q <= 0.05) feature deltas; clusters;
         hypotheses by status; the user's decisions; and the pipeline stages that ran."""
-        from engine.summary import study_summary
-
         with self.access.reading() as s:
-            summary = study_summary(s.store)
-            before, after = queries.compared_checkpoints(s.con)
+            summary = queries.study_summary(s.con)
             counts = queries.analysis_counts(s.con)
-            stages = queries.stage_statuses(s.con)
         return to_json(
             {
-                "store": summary.path,
-                "before": before,
-                "after": after,
-                "shared_tasks": summary.shared_tasks,
+                "store": str(self.access.path),
+                "before": summary.before,
+                "after": summary.after,
+                "shared_tasks": summary.n_shared_tasks,
                 "checkpoints": [
                     {
                         "checkpoint": c.checkpoint,
-                        "tasks": c.tasks,
-                        "rollouts": c.rollouts,
-                        "segments": c.segments,
+                        "tasks": c.n_tasks,
+                        "rollouts": c.n_rollouts,
+                        "segments": c.segments_by_kind,
                         "reward": None
-                        if c.reward is None
-                        else {"mean": c.reward.mean, "ci_low": c.reward.low, "ci_high": c.reward.high, "n": c.reward.n},
+                        if c.mean_reward is None
+                        else {
+                            "mean": c.mean_reward,
+                            "ci_low": None if c.reward_ci is None else c.reward_ci[0],
+                            "ci_high": None if c.reward_ci is None else c.reward_ci[1],
+                            "n": c.n_rewarded,
+                        },
                     }
                     for c in summary.checkpoints
                 ],
@@ -147,7 +148,9 @@ class StudyTools:
                 "clusters": counts.n_clusters,
                 "hypotheses_by_status": counts.hypotheses_by_status,
                 "decisions": counts.decisions,
-                "stages": [{"stage": st.stage, "status": st.status, "finished_at": st.finished_at} for st in stages],
+                "stages": [
+                    {"stage": st.stage, "status": st.status, "finished_at": st.finished_at} for st in summary.stages
+                ],
             }
         )
 

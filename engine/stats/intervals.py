@@ -1,0 +1,32 @@
+"""Confidence intervals for means over clustered data (rollouts within tasks)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtrit  # the t quantile, without importing all of scipy.stats
+
+
+@dataclass(frozen=True)
+class MeanCI:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def clustered_mean_ci(values: np.ndarray, clusters: np.ndarray, confidence: float = 0.95) -> MeanCI:
+    """Mean with a CI whose standard error treats the values of one cluster as correlated (cluster-robust,
+    with the G/(G-1) small-sample factor and a t quantile on G-1 degrees of freedom). NaN bounds for G < 2."""
+    n = len(values)
+    mean = float(values.mean())
+    _, codes = np.unique(clusters, return_inverse=True)
+    groups = int(codes.max()) + 1
+    if groups < 2:
+        return MeanCI(mean, math.nan, math.nan, n)
+    resid = np.bincount(codes, weights=values - mean)
+    se = math.sqrt(float((resid**2).sum()) * groups / (groups - 1)) / n
+    half = float(stdtrit(groups - 1, 0.5 + confidence / 2)) * se
+    return MeanCI(mean, mean - half, mean + half, n)
