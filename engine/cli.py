@@ -150,7 +150,7 @@ def cmd_deltas(args: argparse.Namespace) -> int:
         rows = ranked_deltas(store, args.kind, args.top)
         if rows.height == 0:
             raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
-        out.print(deltas_table(rows, testing_summary(store)))
+        out.print(deltas_table(rows, testing_summary(store), out.width))
     return 0
 
 

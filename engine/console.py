@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 import polars as pl
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -50,31 +51,35 @@ def _pts(x: float | None) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:+.1f}"
 
 
-def deltas_table(rows: pl.DataFrame, tested: dict[str, int]) -> Table:
+def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Table:
     """Ranked deltas: label, kind, prevalence before/after, delta in points with its CI, q."""
     table = Table(
-        title="Deltas (discovery split), most significant first", title_justify="left", caption_justify="left"
+        title="Deltas (discovery split), most significant first",
+        title_justify="left",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
     )
-    for name, justify in (
-        ("feature", "left"),
-        ("kind", "left"),
-        ("before", "right"),
-        ("after", "right"),
-        ("Δ pts (95% CI)", "right"),
-        ("q", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name != "feature")
+    numbers = (("kind", 9), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
+    # the label takes what the numbers leave (each column has 2 cells of padding)
+    label_width = max(16, width - sum(w + 2 for _, w in numbers) - 10)
+    table.add_column("feature", no_wrap=True, overflow="ellipsis", max_width=label_width)
+    for name, cells in numbers:
+        table.add_column(name, justify="left" if name == "kind" else "right", no_wrap=True, min_width=cells)
     for r in rows.iter_rows(named=True):
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
         table.add_row(
-            Text(r["label"]),
+            Text(" ".join(r["label"].split())),  # one line: labels can hold newlines from the rollouts
             r["kind"],
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
             f"{_pts(r['delta'])} ({ci})",
             "–" if r["q_value"] is None else f"{r['q_value']:.3g}",
         )
-    table.caption = ", ".join(f"{n} {what}" for what, n in tested.items())
+    skipped = ", ".join(f"{n} {what}" for what, n in tested.items() if what not in ("tested", "significant"))
+    table.caption = (
+        f"{tested.get('tested', 0)} (feature, kind) pairs tested, {tested.get('significant', 0)} significant; "
+        f"not tested: {skipped or 'none'}"
+    )
     return table
 
 
