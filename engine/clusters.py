@@ -100,6 +100,12 @@ def coactivation_distance(store: Store, before: str, after: str, feature_ids: np
     incidence = sp.csc_array(
         (np.ones(fired.height), (fired["turn"].to_numpy(), fired["col"].to_numpy())), shape=(n_turns, n)
     )
+    return jaccard_distance(incidence)
+
+
+def jaccard_distance(incidence: sp.csc_array) -> np.ndarray:
+    """(n, n) Jaccard distance between the columns of a 0/1 (units x features) sparse matrix; 1 when both
+    columns are empty."""
     both = (incidence.T @ incidence).toarray()
     size = np.diag(both)
     union = size[:, None] + size[None, :] - both
@@ -129,8 +135,9 @@ def combined_distance(coactivation: np.ndarray, decoder: np.ndarray | None) -> n
 def cluster_labels(distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """hdbscan over a precomputed distance: (labels with -1 for unclustered, membership probabilities).
 
-    Excess-of-mass selection, a single cluster allowed (small inputs), never splitting below MERGE_DISTANCE;
-    clusters whose mean internal distance exceeds MAX_CLUSTER_DISTANCE are dissolved. Fewer than two
+    Excess-of-mass selection, never splitting below MERGE_DISTANCE; when that finds no clusters at all (as
+    with a handful of features, where the only candidate is the root) one single cluster is allowed. Clusters
+    whose mean internal distance exceeds MAX_CLUSTER_DISTANCE are dissolved. Fewer than two
     features: nothing to cluster.
     """
     n = distance.shape[0]
@@ -138,12 +145,17 @@ def cluster_labels(distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(n, -1), np.zeros(n)
     import hdbscan
 
-    model = hdbscan.HDBSCAN(
-        metric="precomputed", min_cluster_size=2, min_samples=1, cluster_selection_method="eom",
-        allow_single_cluster=True, cluster_selection_epsilon=MERGE_DISTANCE,
-    )  # fmt: skip
-    model.fit(distance.astype(np.float64))
-    labels, membership = model.labels_.copy(), model.probabilities_.copy()
+    def fit(single: bool) -> tuple[np.ndarray, np.ndarray]:
+        model = hdbscan.HDBSCAN(
+            metric="precomputed", min_cluster_size=2, min_samples=1, cluster_selection_method="eom",
+            cluster_selection_epsilon=MERGE_DISTANCE, allow_single_cluster=single,
+        )  # fmt: skip
+        model.fit(distance.astype(np.float64))
+        return model.labels_.copy(), model.probabilities_.copy()
+
+    labels, membership = fit(single=False)
+    if (labels < 0).all():  # no split into two clusters (typical of a handful of features): allow one
+        labels, membership = fit(single=True)
     for label in np.unique(labels[labels >= 0]):
         members = np.flatnonzero(labels == label)
         inner = distance[np.ix_(members, members)]

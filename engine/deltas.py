@@ -211,7 +211,7 @@ def _reward_columns(data: Discovery, kind: str, columns: np.ndarray) -> tuple[np
         assoc = np.full(columns.size, np.nan)
         matrix = data.counts[kind][rows]
         for start in range(0, columns.size, FEATURE_CHUNK):
-            block = dense_columns(matrix[:, columns[start : start + FEATURE_CHUNK]], 0, None) > 0
+            block = matrix[:, columns[start : start + FEATURE_CHUNK]].toarray() > 0
             assoc[start : start + FEATURE_CHUNK] = reward_association(block, reward[rows], data.task[rows])
         out.append(assoc)
     return out[0], out[1]

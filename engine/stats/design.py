@@ -15,8 +15,8 @@ import scipy.sparse as sp
 
 # Fewer shared tasks than this and the bootstrap resamples rollouts within task instead of tasks (the split
 # stage likewise needs this many tasks on each side to split by task). In simulation (docs/statistics.md) the
-# task bootstrap covers 85% at 5 tasks, 91% at 10 and 94% at 20 for a nominal 95%; within-task resampling
-# covers about 93% whatever the number of tasks, but speaks for these tasks only.
+# task bootstrap covers 86% at 5 tasks, 92% at 10 and 93-94% from 20 for a nominal 95%; within-task
+# resampling covers 92-95% whatever the number of tasks, but speaks for these tasks only.
 MIN_TASKS = 10
 
 
