@@ -67,11 +67,13 @@ def test_compared_checkpoints_fall_back_to_ingest_order(wcur: duckdb.DuckDBPyCon
 def test_delta_page_filters_sorts_and_pages(cur: duckdb.DuckDBPyConnection) -> None:
     everything = queries.delta_page(cur, queries.DeltaFilter(tested_only=False), 0, 10_000)
     assert everything.total == scalar(cur, "SELECT count(*) FROM feature_deltas") == len(everything.rows)
-    tested = queries.delta_page(cur, queries.DeltaFilter(), 0, 50)
+    tested = queries.delta_page(cur, queries.DeltaFilter(sort="abs_delta"), 0, 50)
     assert tested.total == scalar(cur, "SELECT count(*) FROM feature_deltas WHERE tested")
     magnitudes = [abs(r.delta) for r in tested.rows]
     assert magnitudes == sorted(magnitudes, reverse=True)
-    second = queries.delta_page(cur, queries.DeltaFilter(), 50, 50)
+    by_q = [r.q_value for r in queries.delta_page(cur, queries.DeltaFilter(), 0, 50).rows]  # the default sort
+    assert by_q == sorted(by_q)
+    second = queries.delta_page(cur, queries.DeltaFilter(sort="abs_delta"), 50, 50)
     assert second.offset == 50 and {(r.feature_id, r.kind) for r in second.rows}.isdisjoint(
         {(r.feature_id, r.kind) for r in tested.rows}
     )

@@ -116,7 +116,7 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None
         await pilot.press("g")  # q <= 0.05
         await settle(pilot)
         assert all(r.q_value <= 0.05 for r in screen._rows)
-        await pilot.press("f", "f", "f", "f", "d", "o", "o")  # back to all kinds and directions; sort: Δ↓
+        await pilot.press("f", "f", "f", "f", "d", "o", "o", "o")  # all kinds and directions again; sort: Δ↓
         await settle(pilot)
         deltas = [r.delta for r in screen._rows]
         assert screen.filter.sort == "decrease" and deltas == sorted(deltas)
@@ -160,7 +160,7 @@ async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path
         assert right.display and right.data is not None and right.data.rollout.task_id == example.segment.task_id
         assert right.data.rollout.checkpoint == example.segment.checkpoint
         await pilot.press("e")
-        assert all(not fold.collapsed for fold in viewer.query("Collapsible"))
+        assert all(not fold.collapsed for fold in viewer.query("Collapsible.reasoning"))
         await pilot.press("escape", "escape")
         await settle(pilot)
         assert isinstance(app.screen, OverviewScreen)

@@ -183,7 +183,7 @@ class DeltaFilter:
     max_q: float | None = None
     tested_only: bool = True
     search: str = ""
-    sort: str = "abs_delta"
+    sort: str = "q"
 
 
 @dataclass(frozen=True)
@@ -388,7 +388,7 @@ def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: in
         for r in _rows(
             con,
             "SELECT kind, task_id, prevalence_before, prevalence_after, n_before, n_after "
-            "FROM feature_task_deltas WHERE feature_id = ? ORDER BY kind, task_id",
+            "FROM feature_task_deltas WHERE feature_id = ? ORDER BY kind, length(task_id), task_id",  # 2 before 10
             [feature_id],
         )
     ]
@@ -656,7 +656,7 @@ def rollout_page(
     rows = _rows(
         con,
         f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r JOIN checkpoints c USING (checkpoint) WHERE {where} "
-        "ORDER BY r.task_id, c.ordinal, r.trial NULLS LAST, r.rollout_id LIMIT ? OFFSET ?",
+        "ORDER BY length(r.task_id), r.task_id, c.ordinal, r.trial NULLS LAST, r.rollout_id LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
     return RolloutPage(rows=[RolloutRow(**r) for r in rows], offset=offset, total=total)

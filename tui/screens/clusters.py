@@ -14,23 +14,21 @@ from tui.messages import ClusterMembersLoaded, ClustersLoaded
 from tui.numbers import pct, pvalue
 from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
-from tui.widgets.columns import set_columns
-from tui.widgets.delta_bar import delta_bar
+from tui.widgets.columns import Columns, set_columns
+from tui.widgets.delta_bar import bar_column_width, delta_bar
 
 if TYPE_CHECKING:
     from engine.store.queries import ClusterMember, ClusterRow
 
-CLUSTER_COLUMNS = (
-    ("id", 4),
-    ("label", None),
-    ("kind", 4),
-    ("size", 5),
-    ("before", 6),
-    ("after", 6),
-    ("Δ pp", 16),
-    ("q", 6),
-)
-MEMBER_COLUMNS = (("feature", None), ("src", 3), ("memb", 4), ("before", 6), ("after", 6), ("Δ pp", 16), ("q", 6))
+
+def cluster_columns(width: int) -> Columns:
+    bar = bar_column_width(width)
+    return (("id", 4), ("label", None), ("kind", 4), ("size", 4), ("before", 6), ("after", 6), ("Δ pp", bar), ("q", 6))
+
+
+def member_columns(width: int) -> Columns:
+    bar = bar_column_width(width)
+    return (("feature", None), ("src", 3), ("memb", 4), ("before", 6), ("after", 6), ("Δ pp", bar), ("q", 6))
 
 
 class ClustersScreen(RldiffScreen):
@@ -76,7 +74,7 @@ class ClustersScreen(RldiffScreen):
     def _fill_clusters(self) -> None:
         table = self.query_one("#clusters", DataTable)
         cursor = table.cursor_row
-        width = set_columns(table, CLUSTER_COLUMNS, self.app.size.width)
+        width = set_columns(table, cluster_columns(self.app.size.width), self.app.size.width)
         palette, scale = self.palette, self._scale([c.delta for c in self._clusters])
         for c in self._clusters:
             table.add_row(
@@ -86,7 +84,7 @@ class ClustersScreen(RldiffScreen):
                 Text(str(c.size)),
                 Text(pct(c.prevalence_before)),
                 Text(pct(c.prevalence_after)),
-                delta_bar(c.delta, scale, palette),
+                delta_bar(c.delta, scale, palette, bar_column_width(self.app.size.width)),
                 Text(pvalue(c.q_value)),
                 key=str(c.cluster_id),
             )
@@ -117,7 +115,7 @@ class ClustersScreen(RldiffScreen):
 
     def _fill_members(self) -> None:
         table = self.query_one("#members", DataTable)
-        width = set_columns(table, MEMBER_COLUMNS, self.app.size.width)
+        width = set_columns(table, member_columns(self.app.size.width), self.app.size.width)
         palette, scale = self.palette, self._scale([m.delta for m in self._members])
         for m in self._members:
             table.add_row(
@@ -126,7 +124,7 @@ class ClustersScreen(RldiffScreen):
                 Text("" if m.membership is None else f"{m.membership:.2f}"),
                 Text(pct(m.prevalence_before)),
                 Text(pct(m.prevalence_after)),
-                delta_bar(m.delta, scale, palette),
+                delta_bar(m.delta, scale, palette, bar_column_width(self.app.size.width)),
                 Text(pvalue(m.q_value)),
                 key=str(m.feature_id),
             )

@@ -14,7 +14,8 @@ from tui.messages import DeltaPageLoaded
 from tui.numbers import pct, pvalue
 from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
-from tui.widgets.delta_bar import delta_bar
+from tui.widgets.columns import Columns
+from tui.widgets.delta_bar import bar_column_width, delta_bar
 from tui.widgets.paged_table import PagedTable
 from tui.widgets.search_box import SearchBox
 
@@ -27,9 +28,20 @@ DIRECTIONS = (None, "increase", "decrease")
 SOURCES = (None, "sae", "structural")
 # (label, max_q, tested_only)
 Q_FILTERS = (("tested", None, True), ("q≤0.05", 0.05, True), ("q≤0.01", 0.01, True), ("all", None, False))
-SORTS = (("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("q", "q"), ("label", "label"))
+SORTS = (("q", "q"), ("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("label", "label"))
 PAGE = 200
-COLUMNS = (("feature", None), ("kind", 4), ("src", 3), ("before", 6), ("after", 6), ("Δ pp", 16), ("q", 6))
+
+
+def columns(width: int) -> Columns:
+    return (
+        ("feature", None),
+        ("kind", 4),
+        ("src", 3),
+        ("before", 6),
+        ("after", 6),
+        ("Δ pp", bar_column_width(width)),
+        ("q", 6),
+    )
 
 
 def _cycle(options: tuple, current: object) -> object:
@@ -58,7 +70,7 @@ class DeltasScreen(RldiffScreen):
         yield PagedTable(id="deltas")
 
     def on_mount(self) -> None:
-        self._label_width = self.query_one(PagedTable).reset(0, COLUMNS, self.app.size.width)
+        self._label_width = self.query_one(PagedTable).reset(0, columns(self.app.size.width), self.app.size.width)
         self._show_filters()
         super().on_mount()
 
@@ -84,7 +96,7 @@ class DeltasScreen(RldiffScreen):
         table = self.query_one(PagedTable)
         if page.offset == 0:
             self._rows = []
-            self._label_width = table.reset(page.total, COLUMNS, self.app.size.width)
+            self._label_width = table.reset(page.total, columns(self.app.size.width), self.app.size.width)
             self._scale = max((abs(r.delta or 0.0) for r in page.rows), default=0.0) or 0.1
         elif page.offset != len(self._rows):
             return
@@ -104,7 +116,7 @@ class DeltasScreen(RldiffScreen):
             Text("sae" if row.source == "sae" else "str", style="dim"),
             Text(pct(row.prevalence_before), justify="right"),
             Text(pct(row.prevalence_after), justify="right"),
-            delta_bar(row.delta, self._scale, palette),
+            delta_bar(row.delta, self._scale, palette, bar_column_width(self.app.size.width)),
             Text(
                 pvalue(row.q_value) if row.tested else "untst",
                 justify="right",
@@ -116,7 +128,7 @@ class DeltasScreen(RldiffScreen):
         table = self.query_one(PagedTable)
         cursor = table.cursor_row
         total = table.total
-        self._label_width = table.reset(total, COLUMNS, self.app.size.width)
+        self._label_width = table.reset(total, columns(self.app.size.width), self.app.size.width)
         table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in self._rows), total)
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))

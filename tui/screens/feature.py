@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from tui.themes import Palette
 
 
+_ONE_LINE = str.maketrans("\n\r\t", "   ")
+
+
 def _bar(value: float | None, width: int, style: str) -> Text:
     cells = 0 if value is None else round(max(0.0, min(1.0, value)) * width)
     return Text("█" * cells + "·" * (width - cells), style=style, end="")
@@ -54,6 +57,8 @@ def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Tabl
     for column in ("task", "before", "", "after", "", "Δ pp"):
         table.add_column(column, no_wrap=True, justify="right" if column in ("", "Δ pp") else "left")
     for t in rows:
+        if t.prevalence_before is None and t.prevalence_after is None:
+            continue  # no segments of this kind in this task
         delta = (
             None
             if t.prevalence_before is None or t.prevalence_after is None
@@ -143,7 +148,8 @@ class FeatureScreen(RldiffScreen):
             line.append(
                 f" · {s.rollout_id[:24]} · task {s.task_id[:16]} · {s.kind} · act {e.activation:.2f}\n", style="dim"
             )
-            line.append_text(highlighted_tokens(s.text, e.tokens, palette, window=width * 3))
+            flat = s.text.translate(_ONE_LINE)  # same length, so token offsets still hold
+            line.append_text(highlighted_tokens(flat, e.tokens, palette, window=width * 3))
             options.add_option(Option(line, id=str(s.segment_id)))
         if not detail.examples:
             options.add_option(Option(Text("no stored examples for this feature", style="italic"), disabled=True))

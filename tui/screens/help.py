@@ -15,10 +15,13 @@ from tui.keymap import GROUPS, config_dir, keys_for
 
 ABOUT = (
     "rldiff compares rollouts of two checkpoints, before and after a training step.\n"
-    "1 Overview: the study, success rates, pipeline stages, top findings.  2 Deltas: every feature's change,\n"
-    "ranked; Enter opens a feature with its evidence.  3 Clusters: features that move together.\n"
-    "4 Hypotheses: findings validated on held-out tasks; triage them here.  5 Rollouts: read transcripts.\n"
-    "ctrl+p: jump to a feature, cluster, hypothesis or rollout by name.  Bindings are remapped by id in "
+    "• 1 Overview: the study, success rates, pipeline stages, top findings.\n"
+    "• 2 Deltas: every feature's change, ranked; Enter opens a feature with its evidence.\n"
+    "• 3 Clusters: features that change together.\n"
+    "• 4 Hypotheses: findings validated on held-out tasks; triage them here.\n"
+    "• 5 Rollouts: read transcripts, side by side across checkpoints.\n"
+    "• ctrl+p: jump to a feature, cluster, hypothesis or rollout by name.\n"
+    "Bindings are remapped by id in "
 )
 
 

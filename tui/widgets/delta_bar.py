@@ -12,11 +12,17 @@ from tui.themes import Palette
 _LEFT_EIGHTHS = " ▏▎▍▌▋▊▉"  # fills growing rightwards from the centre line
 
 
-def delta_bar(delta: float | None, scale: float, palette: Palette, half_width: int = 4) -> Text:
-    """`delta` (a proportion difference) as a bar `2 * half_width + 1` cells wide, then its value in points.
+def bar_column_width(terminal_width: int) -> int:
+    """The width of a delta column: a shorter bar on narrow terminals leaves room for labels."""
+    return 16 if terminal_width >= 100 else 12
+
+
+def delta_bar(delta: float | None, scale: float, palette: Palette, width: int = 16) -> Text:
+    """`delta` (a proportion difference) as a diverging bar, then its value in points, `width` cells in all.
 
     `scale` is the |delta| that fills one half. The sign is also in the number, so the bar reads without colour.
     """
+    half_width = max(1, (width - 8) // 2)
     text = Text(end="", no_wrap=True)
     if delta is None or math.isnan(delta) or scale <= 0:
         text.append(" " * half_width + "│" + " " * half_width, style=palette.muted)

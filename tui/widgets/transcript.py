@@ -11,13 +11,14 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from tui.safe_text import clean, safe
+from tui.safe_text import clean, one_line, safe
 
 if TYPE_CHECKING:
     from engine.store.queries import MessageRow
     from engine.store.queries import Transcript as TranscriptData
 
 _JSON = JSONHighlighter()
+FOLD_CHARS = 600  # tool results longer than this start folded, as system prompts and reasoning do
 
 
 def tool_call_text(call: dict[str, Any]) -> Text:
@@ -113,6 +114,7 @@ class Transcript(VerticalScroll):
             body = Static(safe(m.reasoning, "italic"))
             fold = Collapsible(
                 body,
+                classes="reasoning",
                 title=f"reasoning · {len(m.reasoning)} chars",
                 collapsed=not (expand_reasoning or (is_focus and focus.kind == "reasoning")),
             )
@@ -122,7 +124,12 @@ class Transcript(VerticalScroll):
                 marked = fold
         if m.content:
             content = Static(safe(m.content))
-            parts.append(content)
+            if m.role == "system" or (m.role == "tool" and len(m.content) > FOLD_CHARS):
+                title = Text(f"{'system prompt' if m.role == 'system' else 'result'} · {len(m.content)} chars: ")
+                title.append_text(one_line(m.content, 48))
+                parts.append(Collapsible(content, title=title, collapsed=True))  # type: ignore[arg-type]
+            else:
+                parts.append(content)
             if is_focus and focus.kind == "text":
                 content.add_class("focus")
                 marked = content
@@ -136,7 +143,7 @@ class Transcript(VerticalScroll):
         return block, marked
 
     def set_reasoning(self, expanded: bool) -> None:
-        for fold in self.query(Collapsible):
+        for fold in self.query("Collapsible.reasoning"):
             fold.collapsed = not expanded
 
 
