@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -187,6 +188,7 @@ def main() -> None:
         build_store(args.store, BENCH_SIZE)
         print(f"built {args.store} in {time.perf_counter() - start:.0f} s")
     print("store:", ", ".join(f"{k} {v:,}" for k, v in store_counts(args.store).items()))
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
 
     boot = startup(args.store)
     print("\nstart-up (median of 3 fresh processes)")
@@ -204,6 +206,7 @@ def main() -> None:
         f"'down' p95 {floor:.1f} ms"
     )
     print(f"  {'action':16} {'n':>4} {'median':>8} {'p95':>8} {'max':>8} {'p95/budget':>11} {'p95/baseline':>13}")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     for name, samples in results.items():
         q = p95(samples)
         print(
