@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.hypotheses.ngrams import NgramIndex, ngram_regex
+from engine.hypotheses.ngrams import NgramIndex, ngram_regex, same_segments
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
 from engine.hypotheses.verifier import SpecError, Verifier, spec_kinds
@@ -32,7 +32,6 @@ MIN_GRAM_COUNT = 3
 CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
-MERGE_JACCARD = 0.6
 EXAMPLES = 4
 
 DRAFT_SCHEMA = {
@@ -262,7 +261,7 @@ def _similar(a: Draft, b: Draft) -> bool:
     if a.labeler == b.labeler == "verifier" and a.spec == b.spec:
         return True
     if a.hits and b.hits:
-        return len(a.hits & b.hits) / len(a.hits | b.hits) >= MERGE_JACCARD
+        return same_segments(len(a.hits & b.hits), len(a.hits), len(b.hits))
     wa, wb = _words(a.statement), _words(b.statement)
     return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.7
 

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from engine.deltas import MIN_SUPPORT
 from engine.hypotheses.draft import Discovery
+from engine.hypotheses.ngrams import same_segments
 from engine.hypotheses.sources import Source
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
@@ -76,9 +77,17 @@ def lexical_sources(
     for i, ((kind, grams), result) in enumerate(zip(meta, results, strict=True)):
         qk = q[offsets[i] : offsets[i + 1]]
         frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < fdr)
-        for gram, delta, qv in (
-            frame.sort(["q", pl.col("delta").abs()], descending=[False, True]).head(limit).iter_rows()
-        ):
+        index, _ = discovery.index((kind,))
+        chosen: list[np.ndarray] = []
+        for gram, delta, qv in frame.sort(["q", pl.col("delta").abs()], descending=[False, True]).iter_rows():
+            if len(chosen) >= limit:
+                break
+            # One source per phrase: n-grams of a phrase already chosen (same segments) add nothing, and
+            # would crowd out a rarer behaviour.
+            hits = index.matches({gram})
+            if any(same_segments(int((hits & c).sum()), int(hits.sum()), int(c.sum())) for c in chosen):
+                continue
+            chosen.append(hits)
             sources.append(
                 Source(
                     (kind,),

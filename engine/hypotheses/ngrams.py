@@ -39,6 +39,14 @@ def ngram_regex(grams: list[str]) -> str:
     return r"\b(?:" + "|".join(parts) + r")\b"
 
 
+def same_segments(n_both: int, n_a: int, n_b: int) -> bool:
+    """Whether two labelers pick (nearly) the same segments: Jaccard >= 0.5, or one's positives lie mostly
+    (80%) inside the other's, i.e. one is a narrower form of the same behaviour."""
+    if min(n_a, n_b) == 0:
+        return False
+    return n_both >= 0.5 * (n_a + n_b - n_both) or n_both >= 0.8 * min(n_a, n_b)
+
+
 def two_proportion_z(hits_after: int, n_after: int, hits_before: int, n_before: int) -> float:
     """z of after-rate minus before-rate (pooled variance); 0 when undefined. For ranking, not for testing."""
     if n_after == 0 or n_before == 0:
