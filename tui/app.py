@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -18,7 +19,7 @@ from textual.reactive import reactive
 from engine.errors import InputError
 from tui import keymap
 from tui.commands import JumpProvider
-from tui.hypothesis_runner import ProgressLine, run_test, test_command
+from tui.hypothesis_runner import NewHypothesis, ProgressLine, add_command, run_job, test_command
 from tui.messages import HypothesisTestFinished, HypothesisTestProgress, StoreStatusChanged
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
@@ -35,9 +36,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class HypothesisTestState:
-    """A hypothesis test running (or just finished) in a subprocess."""
+    """A hypothesis being added or tested (or just done) in a subprocess; no id yet while being added."""
 
-    hypothesis_id: int
+    hypothesis_id: int | None
     completed: float | None = None
     total: float | None = None
     status: str = "starting…"
@@ -79,7 +80,7 @@ class RldiffApp(App[None]):
         self._theme_name = theme
         self._theme_dirs = theme_dirs
         self._retry_seconds = retry_seconds
-        self._test_process: subprocess.Popen[str] | None = None
+        self._job_process: subprocess.Popen[str] | None = None
         self._closing = False
 
     # -- start-up ------------------------------------------------------------------------------------------
@@ -170,50 +171,70 @@ class RldiffApp(App[None]):
         self.theme = ours[(ours.index(self.theme) + 1) % len(ours)] if self.theme in ours else ours[0]
         self.notify(f"theme: {self.theme}", timeout=2)
 
-    # -- hypothesis tests in a subprocess --------------------------------------------------------------------
+    # -- adding and testing hypotheses in subprocesses ------------------------------------------------------
 
     def start_hypothesis_test(self, hypothesis_id: int, command: list[str] | None = None) -> bool:
-        """Test a hypothesis in the background: release the store, run the test, reopen. False if refused."""
-        if self.hypothesis_test is not None and not self.hypothesis_test.finished:
-            self.notify(f"hypothesis {self.hypothesis_test.hypothesis_id} is still being tested", severity="warning")
+        """Test a hypothesis in the background (`rldiff hypothesis test`, or `command`). False if refused."""
+        test = (lambda _: command) if command else partial(test_command, self.session.path)
+        return self._start_job(hypothesis_id, None, test)
+
+    def add_hypothesis(self, new: NewHypothesis) -> bool:
+        """Add the user's hypothesis with `rldiff hypothesis add` (the same checks and spec), then test it
+        when asked to, in the background. False if refused."""
+        return self._start_job(
+            None, add_command(self.session.path, new), partial(test_command, self.session.path) if new.test else None
+        )
+
+    def _start_job(
+        self, hypothesis_id: int | None, add: list[str] | None, test: Callable[[int], list[str]] | None
+    ) -> bool:
+        running = self.hypothesis_test
+        if running is not None and not running.finished:
+            self.notify("a hypothesis is still being added or tested; wait for it", severity="warning")
             return False
         if not self.store_status.writable:
-            self.notify(
-                f"cannot test now: {self.store_status.message or 'the store is not writable'}", severity="warning"
-            )
+            self.notify(f"not now: {self.store_status.message or 'the store is not writable'}", severity="warning")
             return False
-        self.hypothesis_test = HypothesisTestState(hypothesis_id)
-        command = command or test_command(self.session.path, hypothesis_id)
+        self.hypothesis_test = HypothesisTestState(hypothesis_id, status="adding…" if add else "starting…")
         self.run_worker(
-            partial(self._test_thread, hypothesis_id, command),
+            partial(self._job_thread, hypothesis_id, add, test),
             thread=True,
-            group="hypothesis-test",
+            group="hypothesis-job",
             exit_on_error=False,
         )
         return True
 
-    def _test_thread(self, hypothesis_id: int, command: list[str]) -> None:
+    def _job_thread(
+        self, hypothesis_id: int | None, add: list[str] | None, test: Callable[[int], list[str]] | None
+    ) -> None:
+        """Release the store, run the commands (they need the write lock), reopen the store."""
         self.session.release(
-            f"testing hypothesis {hypothesis_id} in the background: the test holds the store until it finishes"
+            "a hypothesis is being added or tested in the background; it holds the store until it finishes"
         )
         self.post_message(StoreStatusChanged(self.session.status))
 
-        def progress(line: ProgressLine) -> None:
-            self.post_message(HypothesisTestProgress(hypothesis_id, line.completed, line.total, line.status))
+        def progress(hid: int | None, line: ProgressLine) -> None:
+            self.post_message(HypothesisTestProgress(hid, line.completed, line.total, line.status))
 
         try:
-            outcome = run_test(command, progress, on_start=partial(setattr, self, "_test_process"))
+            result = run_job(
+                add=add,
+                test=test,
+                hypothesis_id=hypothesis_id,
+                on_progress=progress,
+                on_start=partial(setattr, self, "_job_process"),
+            )
         finally:
-            self._test_process = None
+            self._job_process = None
             if not self._closing:
                 self.post_message(StoreStatusChanged(self.session.open()))
-        message = "done" if outcome.ok else (outcome.tail[-1] if outcome.tail else f"exit code {outcome.returncode}")
-        self.post_message(HypothesisTestFinished(hypothesis_id, outcome.ok, message))
+        self.post_message(HypothesisTestFinished(result.hypothesis_id, result.ok, result.message))
 
     def on_hypothesis_test_progress(self, message: HypothesisTestProgress) -> None:
         if self.hypothesis_test is not None:
             self.hypothesis_test = replace(
                 self.hypothesis_test,
+                hypothesis_id=message.hypothesis_id,
                 completed=message.completed,
                 total=message.total if message.total is not None else self.hypothesis_test.total,
                 status=message.status,
@@ -223,9 +244,9 @@ class RldiffApp(App[None]):
         self.hypothesis_test = HypothesisTestState(
             message.hypothesis_id, status=message.message, finished=True, ok=message.ok
         )
+        what = "hypothesis" if message.hypothesis_id is None else f"hypothesis {message.hypothesis_id}"
         self.notify(
-            f"hypothesis {message.hypothesis_id}: test {'finished' if message.ok else 'failed'}"
-            + ("" if message.ok else f": {message.message}"),
+            f"{what}: {message.message}" if message.ok else f"{what}: failed: {message.message}",
             severity="information" if message.ok else "error",
             timeout=8,
         )
@@ -234,8 +255,8 @@ class RldiffApp(App[None]):
 
     def on_unmount(self) -> None:
         self._closing = True
-        if self._test_process is not None and self._test_process.poll() is None:
-            self._test_process.terminate()
+        if self._job_process is not None and self._job_process.poll() is None:
+            self._job_process.terminate()
         self.session.close()
 
 

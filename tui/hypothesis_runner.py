@@ -1,16 +1,17 @@
-"""Testing a hypothesis in a subprocess, so the TUI never imports the LLM client, and reading its progress.
+"""Adding and testing hypotheses in subprocesses, so the TUI never imports the ledger or the LLM client.
 
-The test runs `python -m engine.cli hypothesis test STORE ID` (the same as `rldiff hypothesis test`) with
-`RLDIFF_PROGRESS=jsonl` in its environment; progress lines on stderr of the form
+The TUI runs the CLI itself, `python -m engine.cli hypothesis add|test ...` (what `rldiff hypothesis ...`
+runs), with `RLDIFF_PROGRESS=jsonl` in its environment: progress lines on its output of the form
 `{"event": "progress", "description": ..., "completed": n, "total": m, "status": ...}` drive a progress bar,
-and any other line is shown as the current status. DuckDB allows one writing process, so the caller must
-release its own connection before starting the test and reopen it afterwards (see `tui.session`).
+and any other line is shown as the current status. DuckDB allows one writing process, so the caller releases
+its own connection before `run_job` and reopens it afterwards (see `tui.session` and `tui.app`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import deque
@@ -20,9 +21,35 @@ from pathlib import Path
 
 from tui.safe_text import clean
 
+CLI = [sys.executable, "-m", "engine.cli", "hypothesis"]
+_ADDED = re.compile(r"added hypothesis (\d+)")
+
+
+@dataclass(frozen=True)
+class NewHypothesis:
+    """What `rldiff hypothesis add` takes: a statement, a direction, and a regex (with a kind) or a judge question."""
+
+    statement: str
+    direction: str
+    pattern: str | None
+    kind: str | None
+    judge: str | None
+    test: bool
+
 
 def test_command(store_path: Path, hypothesis_id: int) -> list[str]:
-    return [sys.executable, "-m", "engine.cli", "hypothesis", "test", str(store_path), str(hypothesis_id)]
+    return [*CLI, "test", str(store_path), str(hypothesis_id)]
+
+
+def add_command(store_path: Path, new: NewHypothesis) -> list[str]:
+    command = [*CLI, "add", str(store_path), new.statement, "--direction", new.direction]
+    if new.pattern is not None:
+        command += ["--pattern", new.pattern]
+    if new.judge is not None:
+        command += ["--judge", new.judge]
+    if new.kind is not None:
+        command += ["--kind", new.kind]
+    return command
 
 
 @dataclass(frozen=True)
@@ -33,7 +60,7 @@ class ProgressLine:
 
 
 def parse_progress(line: str) -> ProgressLine | None:
-    """A progress report from one line of the test's output, or None for a blank line."""
+    """A progress report from one line of a command's output, or None for a blank line."""
     text = clean(line).strip()
     if not text:
         return None
@@ -54,23 +81,26 @@ def parse_progress(line: str) -> ProgressLine | None:
 
 
 @dataclass(frozen=True)
-class TestOutcome:
+class Outcome:
     returncode: int
-    tail: list[str]
+    tail: list[str]  # the last lines of text it printed
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
 
+    @property
+    def failure(self) -> str:
+        return self.tail[-1] if self.tail else f"exit code {self.returncode}"
 
-def run_test(
-    command: list[str],
-    on_progress: Callable[[ProgressLine], None],
-    on_start: Callable[[subprocess.Popen[str]], None] = lambda _: None,
-    cwd: Path | None = None,
-) -> TestOutcome:
+
+Progress = Callable[[ProgressLine], None]
+Started = Callable[[subprocess.Popen[str]], None]
+
+
+def run_command(command: list[str], on_progress: Progress, on_start: Started = lambda _: None) -> Outcome:
     """Run `command` to completion, reporting each line of its output; returns the exit code and last lines."""
-    env = {**os.environ, "RLDIFF_PROGRESS": "jsonl", "NO_COLOR": "1", "TERM": "dumb"}
+    env = {**os.environ, "RLDIFF_PROGRESS": "jsonl", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
     tail: deque[str] = deque(maxlen=8)
     try:
         process = subprocess.Popen(
@@ -81,10 +111,9 @@ def run_test(
             text=True,
             errors="replace",
             env=env,
-            cwd=cwd,
         )
     except OSError as exc:
-        return TestOutcome(127, [f"could not start the test: {exc}"])
+        return Outcome(127, [f"could not start {command[0]}: {exc}"])
     on_start(process)
     assert process.stdout is not None
     for line in process.stdout:
@@ -93,4 +122,33 @@ def run_test(
             if progress.completed is None:
                 tail.append(progress.status)
             on_progress(progress)
-    return TestOutcome(process.wait(), list(tail))
+    return Outcome(process.wait(), list(tail))
+
+
+@dataclass(frozen=True)
+class JobResult:
+    hypothesis_id: int | None
+    ok: bool
+    message: str
+
+
+def run_job(
+    *,
+    add: list[str] | None,
+    test: Callable[[int], list[str]] | None,
+    hypothesis_id: int | None,
+    on_progress: Callable[[int | None, ProgressLine], None],
+    on_start: Started,
+) -> JobResult:
+    """Add a hypothesis (when `add`), then test it or `hypothesis_id` (when `test`); stop at the first failure."""
+    if add is not None:
+        outcome = run_command(add, lambda line: on_progress(None, line), on_start)
+        found = next((int(m.group(1)) for line in outcome.tail if (m := _ADDED.search(line))), None)
+        if not outcome.ok or found is None:
+            return JobResult(None, False, outcome.failure)
+        hypothesis_id = found
+    assert hypothesis_id is not None
+    if test is None:
+        return JobResult(hypothesis_id, True, "added")
+    outcome = run_command(test(hypothesis_id), lambda line: on_progress(hypothesis_id, line), on_start)
+    return JobResult(hypothesis_id, outcome.ok, "tested" if outcome.ok else outcome.failure)

@@ -90,7 +90,7 @@ class HypothesisSaved(Message):
 
 @dataclass
 class HypothesisTestProgress(Message):
-    hypothesis_id: int
+    hypothesis_id: int | None  # None while it is being added
     completed: float | None
     total: float | None
     status: str
@@ -101,7 +101,7 @@ class HypothesisTestProgress(Message):
 
 @dataclass
 class HypothesisTestFinished(Message):
-    hypothesis_id: int
+    hypothesis_id: int | None  # None when adding it failed
     ok: bool
     message: str
 

@@ -151,15 +151,6 @@ class StoreSession:
         with self.cursor() as cur:
             yield cur
 
-    @contextmanager
-    def writable_store(self) -> Iterator[Store]:
-        """The Store itself, for engine functions that take one (they take cursors of their own)."""
-        if not self._status.writable:
-            raise StoreReadOnly(self._status.message or "the store is read-only")
-        with self.cursor():
-            assert self._store is not None
-            yield self._store
-
     # -- internals ---------------------------------------------------------------------------------------
 
     @contextmanager

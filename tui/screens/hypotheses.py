@@ -12,11 +12,12 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 from textual.widgets.data_table import RowDoesNotExist
 
 from tui import keymap
-from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved, QueryFailed
+from tui.hypothesis_runner import NewHypothesis
+from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
-from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NewHypothesis, NoteScreen
+from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
 from tui.widgets.columns import set_columns
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ class HypothesesScreen(RldiffScreen):
         self.rows: list[HypothesisRow] = []
         self._examples: dict[int, list[HypothesisExample]] = {}
         self._select: int | None = None
-        self._test_after_save = False
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="hyp-filters")
@@ -253,12 +253,9 @@ class HypothesesScreen(RldiffScreen):
                 for column, cell in zip(table.columns, self._cells(row), strict=True):
                     table.update_cell(str(row.hypothesis_id), column, cell)
                 break
-        else:  # a new hypothesis: show it, and test it when asked to
+        else:  # not listed (filtered out): show it
             self._select = row.hypothesis_id
             self.reload()
-            if self._test_after_save:
-                self._test_after_save = False
-                self.rldiff.start_hypothesis_test(row.hypothesis_id)
         self._show_filters()
         self._show_detail()
 
@@ -294,35 +291,8 @@ class HypothesesScreen(RldiffScreen):
         self.app.push_screen(HypothesisForm(), self._add)
 
     def _add(self, new: NewHypothesis | None) -> None:
-        """Add the user's hypothesis through the ledger (as `rldiff hypothesis add` does), in a worker."""
-        if new is None:
-            return
-        self._test_after_save = new.test
-        session = self.rldiff.session
-
-        def work() -> None:
-            from engine.hypotheses.ledger import add_hypothesis
-            from engine.store import queries
-
-            try:
-                with session.writable_store() as store:
-                    hid = add_hypothesis(
-                        store,
-                        new.statement,
-                        pattern=new.pattern,
-                        kind=new.kind,
-                        judge=new.judge,
-                        direction=new.direction,
-                    )
-                    cur = store.cursor()  # not session.cursor(): that would wait behind a pending swap
-                    row = queries.hypothesis(cur, hid)
-                    cur.close()
-            except Exception as exc:  # a bad pattern, a read-only store: tell the user
-                self.post_message(QueryFailed("save-hypothesis", str(exc), unavailable=False))
-                return
-            self.post_message(HypothesisSaved(row))
-
-        self.run_worker(work, thread=True, group="save-hypothesis", exit_on_error=False)
+        if new is not None:
+            self.rldiff.add_hypothesis(new)
 
     def action_test(self) -> None:
         h = self.current
@@ -334,14 +304,15 @@ class HypothesesScreen(RldiffScreen):
         if h is not None:
             self.app.push_screen(LabelScreen(h), lambda _: self.reload())
 
-    # -- a test running in the background ----------------------------------------------------------------
+    # -- adding or testing in the background ----------------------------------------------------------------
 
     def _test_changed(self, state: HypothesisTestState | None) -> None:
         box = self.query_one("#hyp-progress")
         box.display = state is not None and not state.finished
         if state is None:
             return
-        label = Text(f" testing #{state.hypothesis_id}: ", style="bold", end="")
+        doing = "adding a hypothesis" if state.hypothesis_id is None else f"testing #{state.hypothesis_id}"
+        label = Text(f" {doing}: ", style="bold", end="")
         label.append_text(one_line(state.status, 60))
         self.query_one("#hyp-progress-label", Label).update(label)
         self.query_one("#hyp-progress-bar", ProgressBar).update(total=state.total, progress=state.completed or 0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -15,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
 from tui import keymap
+from tui.hypothesis_runner import NewHypothesis
 from tui.messages import LabelCandidatesLoaded, UserLabelSaved
 from tui.safe_text import one_line, safe
 from tui.screens.base import StoreWork
@@ -41,18 +41,6 @@ class NoteScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value)
-
-
-@dataclass(frozen=True)
-class NewHypothesis:
-    """What the form asks for, as `rldiff hypothesis add` takes it: a regex (with a kind) or a judge question."""
-
-    statement: str
-    direction: str
-    pattern: str | None
-    kind: str | None
-    judge: str | None
-    test: bool
 
 
 class HypothesisForm(ModalScreen[NewHypothesis | None]):
