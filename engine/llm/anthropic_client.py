@@ -53,9 +53,7 @@ class AnthropicClient:
     ) -> None:
         api_key = os.environ.get("ANTHROPIC_API_KEY")
         if not api_key:
-            raise InputError(
-                "--llm needs ANTHROPIC_API_KEY in the environment; use --llm none to run offline"
-            )
+            raise InputError("--llm needs ANTHROPIC_API_KEY in the environment; use --llm none to run offline")
         self.model = model
         self._client = anthropic.Anthropic(api_key=api_key, http_client=http_client, max_retries=0)
         self.max_attempts = max_attempts
@@ -164,9 +162,7 @@ class AnthropicClient:
             except LLMResponseError as exc:
                 results[item.custom_id] = LLMFailure(f"malformed answer: {exc}", usage)
                 continue
-            results[item.custom_id] = LLMResult(
-                data=data, model=result.message.model or self.model, usage=usage
-            )
+            results[item.custom_id] = LLMResult(data=data, model=result.message.model or self.model, usage=usage)
         return [results.get(f"r{i}", LLMFailure("missing from batch results")) for i in range(len(requests))]
 
 

@@ -27,8 +27,7 @@ class ResponseCache:
         if not hashes:
             return {}
         frame = self.store.frame(
-            "SELECT prompt_hash, model, response FROM llm_cache WHERE prompt_hash IN "
-            "(SELECT unnest(?::VARCHAR[]))",
+            "SELECT prompt_hash, model, response FROM llm_cache WHERE prompt_hash IN (SELECT unnest(?::VARCHAR[]))",
             [hashes],
         )
         return {h: LLMResult(data=json.loads(r), model=m, cached=True) for h, m, r in frame.iter_rows()}

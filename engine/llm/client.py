@@ -104,8 +104,7 @@ def check_schema(data: Any, schema: dict[str, Any], path: str = "$") -> None:
     }
     allowed = kind if isinstance(kind, list) else [kind] if kind else []
     if allowed and not any(
-        isinstance(data, types[t]) and not (t in ("integer", "number") and isinstance(data, bool))
-        for t in allowed
+        isinstance(data, types[t]) and not (t in ("integer", "number") and isinstance(data, bool)) for t in allowed
     ):
         raise LLMResponseError(f"{path}: expected {'/'.join(allowed)}, got {type(data).__name__}")
     if "enum" in schema and data not in schema["enum"]:

@@ -21,9 +21,7 @@ class FakeLLMClient:
         self.requests.append(request)
         data = self.responder(request)
         check_schema(data, request.schema)
-        usage = Usage(
-            input_tokens=(len(request.system) + len(request.user)) // 4, output_tokens=50, batch=batch
-        )
+        usage = Usage(input_tokens=(len(request.system) + len(request.user)) // 4, output_tokens=50, batch=batch)
         return LLMResult(data=data, model=self.model, usage=usage)
 
     def complete(self, request: LLMRequest) -> LLMResult:

@@ -9,9 +9,7 @@ from string import Template
 
 @cache
 def _template(name: str) -> Template:
-    return Template(
-        resources.files("engine.llm").joinpath("prompts", f"{name}.txt").read_text(encoding="utf-8")
-    )
+    return Template(resources.files("engine.llm").joinpath("prompts", f"{name}.txt").read_text(encoding="utf-8"))
 
 
 def render(name: str, **slots: object) -> str:
