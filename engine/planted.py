@@ -352,7 +352,9 @@ def run_planted_benchmark(
         seconds["null_analysis"] = time.perf_counter() - t
         null = score("rldiff", pipeline_candidates(store), {})
         null_baseline = score("naive n-gram + Fisher", naive_baseline(store, "before", "after", fdr=config.fdr), {})
-    return BenchResult(pipeline, baseline, null, null_baseline, counts, seconds)
+    result = BenchResult(pipeline, baseline, null, null_baseline, counts, seconds)
+    (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
+    return result
 
 
 def result_lines(result: BenchResult) -> Iterator[str]:
@@ -365,14 +367,15 @@ def result_lines(result: BenchResult) -> Iterator[str]:
             f"{result.planted_counts.get(b.name, 0)} | {result.planted.recall[b.name]:.2f} | "
             f"{result.planted_baseline.recall[b.name]:.2f} |"
         )
-    for s, base, what in (
-        (result.planted, result.planted_baseline, "planted pair"),
-        (result.null, result.null_baseline, "unmodified pair"),
+    for what, pair in (
+        ("planted pair", (("rldiff", result.planted), ("baseline", result.planted_baseline))),
+        ("unmodified pair", (("rldiff", result.null), ("baseline", result.null_baseline))),
     ):
         yield ""
-        yield (
-            f"- {what}: rldiff recovered {s.n_recovered}/{len(BEHAVIOURS)}, validated {s.validated} "
-            f"({s.false_discoveries} unrelated to any planted behaviour, {s.partial} partial); baseline "
-            f"recovered {base.n_recovered}/{len(BEHAVIOURS)}, validated {base.validated} "
-            f"({base.false_discoveries} unrelated, {base.partial} partial)"
-        )
+        for method, r in pair:
+            matched = r.validated - r.false_discoveries - r.partial
+            yield (
+                f"- {what}, {method}: recovered {r.n_recovered}/{len(BEHAVIOURS)}; validated {r.validated}: "
+                f"{matched} match a planted behaviour (F1 >= {F1_RECOVERED}), {r.partial} partly "
+                f"(F1 >= {F1_RELATED}), {r.false_discoveries} not at all"
+            )
