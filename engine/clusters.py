@@ -32,12 +32,17 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 STAGE = "clusters"
-# Features closer than this (co-firing in at least half the turns where either fires) are never split apart
-# (hdbscan's cluster_selection_epsilon); it also lets small inputs form a cluster at all.
-MERGE_DISTANCE = 0.5
 # A cluster stands only if its members' mean pairwise distance is at most this: features co-firing in fewer
 # than about one in five of the turns where either fires do not describe one behaviour.
 MAX_CLUSTER_DISTANCE = 0.8
+# ... and, from RELATIVE_FROM features on, at most COHESION_RATIO x the median distance of all pairs: on the
+# tau2 sample, excess of mass put 126 of 146 decreasing features into one cluster whose mean distance (0.66)
+# was barely under the median pair's (0.68). Such clusters are re-clustered (leaf selection) up to SPLIT_DEPTH.
+RELATIVE_FROM = 10
+COHESION_RATIO = 0.9
+SPLIT_DEPTH = 2
+# For a handful of features (no cluster found otherwise): features this close are not split apart.
+SMALL_INPUT_MERGE = 0.5
 LABEL_MEMBERS = 3
 N_BOOTSTRAP = 1000
 KIND_ORDER = (*deltas.KINDS, deltas.ANY)
@@ -132,35 +137,52 @@ def combined_distance(coactivation: np.ndarray, decoder: np.ndarray | None) -> n
     return np.where(np.isnan(decoder), coactivation, (coactivation + decoder) / 2)
 
 
+def _hdbscan(distance: np.ndarray, method: str, single: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    import hdbscan
+
+    model = hdbscan.HDBSCAN(
+        metric="precomputed", min_cluster_size=2, min_samples=1, cluster_selection_method=method,
+        allow_single_cluster=single, cluster_selection_epsilon=SMALL_INPUT_MERGE if single else 0.0,
+    )  # fmt: skip
+    model.fit(distance.astype(np.float64))
+    return model.labels_.copy(), model.probabilities_.copy()
+
+
+def _mean_distance(distance: np.ndarray, members: np.ndarray) -> float:
+    return float(distance[np.ix_(members, members)].sum() / (members.size * (members.size - 1)))
+
+
 def cluster_labels(distance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """hdbscan over a precomputed distance: (labels with -1 for unclustered, membership probabilities).
 
-    Excess-of-mass selection, never splitting below MERGE_DISTANCE; when that finds no clusters at all (as
-    with a handful of features, where the only candidate is the root) one single cluster is allowed. Clusters
-    whose mean internal distance exceeds MAX_CLUSTER_DISTANCE are dissolved. Fewer than two
-    features: nothing to cluster.
+    Excess-of-mass selection (min cluster size 2, min samples 1). A cluster must be cohesive: its members'
+    mean pairwise distance at most MAX_CLUSTER_DISTANCE and, with RELATIVE_FROM features or more, at most
+    COHESION_RATIO x the median distance between any two of them (a cluster barely tighter than random pairs
+    is a blob of loosely related latents, not one behaviour). A cluster that is not is re-clustered with leaf
+    selection (the finest clusters of its hierarchy), SPLIT_DEPTH times at most, else dissolved. When the
+    first fit finds no cluster at all (a handful of features, where the only candidate is the root) it is
+    refitted allowing one. Fewer than two features: nothing to cluster.
     """
     n = distance.shape[0]
+    labels, membership = np.full(n, -1), np.zeros(n)
     if n < 2:
-        return np.full(n, -1), np.zeros(n)
-    import hdbscan
-
-    def fit(single: bool) -> tuple[np.ndarray, np.ndarray]:
-        model = hdbscan.HDBSCAN(
-            metric="precomputed", min_cluster_size=2, min_samples=1, cluster_selection_method="eom",
-            cluster_selection_epsilon=MERGE_DISTANCE, allow_single_cluster=single,
-        )  # fmt: skip
-        model.fit(distance.astype(np.float64))
-        return model.labels_.copy(), model.probabilities_.copy()
-
-    labels, membership = fit(single=False)
-    if (labels < 0).all():  # no split into two clusters (typical of a handful of features): allow one
-        labels, membership = fit(single=True)
-    for label in np.unique(labels[labels >= 0]):
-        members = np.flatnonzero(labels == label)
-        inner = distance[np.ix_(members, members)]
-        if inner.sum() / (members.size * (members.size - 1)) > MAX_CLUSTER_DISTANCE:
-            labels[members], membership[members] = -1, 0.0
+        return labels, membership
+    cohesion = MAX_CLUSTER_DISTANCE
+    if n >= RELATIVE_FROM:
+        cohesion = min(cohesion, COHESION_RATIO * float(np.median(distance[np.triu_indices(n, 1)])))
+    found, probability = _hdbscan(distance, "eom")
+    if (found < 0).all():
+        found, probability = _hdbscan(distance, "eom", single=True)
+    pending = [(np.flatnonzero(found == c), probability[found == c], 0) for c in np.unique(found[found >= 0])]
+    next_label = 0
+    while pending:
+        members, prob, depth = pending.pop(0)
+        if _mean_distance(distance, members) <= cohesion:
+            labels[members], membership[members] = next_label, prob
+            next_label += 1
+        elif depth < SPLIT_DEPTH and members.size > 2:
+            sub, sub_prob = _hdbscan(distance[np.ix_(members, members)], "leaf")
+            pending += [(members[sub == c], sub_prob[sub == c], depth + 1) for c in np.unique(sub[sub >= 0])]
     return labels, membership
 
 
@@ -267,7 +289,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     """Cluster significant features into `clusters` and `cluster_members`; returns clusters written."""
     stage_config = {"before": config.before, "after": config.after, "fdr": config.fdr,
                     "permutations": config.permutations, "seed": config.seed,
-                    "merge_distance": MERGE_DISTANCE, "max_cluster_distance": MAX_CLUSTER_DISTANCE}  # fmt: skip
+                    "max_cluster_distance": MAX_CLUSTER_DISTANCE, "cohesion_ratio": COHESION_RATIO,
+                    "version": 2}  # fmt: skip
     decoder_source = store.scalar(
         "SELECT coalesce(json_extract_string(metrics, '$.sae_source'), '') FROM runs WHERE stage = 'features' "
         "AND status = 'done' ORDER BY finished_at DESC LIMIT 1"

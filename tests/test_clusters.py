@@ -128,3 +128,19 @@ def test_decoder_is_read_from_the_features_run(study, tmp_path):
     assert decoder.shape == (40, 8)
     _analyse(study)
     assert json.loads(study.scalar("SELECT metrics FROM runs WHERE stage = 'clusters'"))["decoder_used"] is True
+
+
+def test_blobs_barely_tighter_than_random_pairs_are_not_clusters():
+    """Structureless distances with two planted tight pairs: plain hdbscan clusters most of the noise."""
+    rng = np.random.default_rng(0)
+    distance = rng.uniform(0.55, 0.75, (40, 40))
+    distance[0, 1] = distance[1, 0] = 0.1
+    distance[2, 3] = distance[3, 2] = 0.15
+    distance = np.minimum(distance, distance.T)
+    np.fill_diagonal(distance, 0.0)
+    plain, _ = clusters._hdbscan(distance, "eom")
+    assert (plain[4:] >= 0).mean() > 0.5
+    labels, membership = clusters.cluster_labels(distance)
+    assert labels[0] == labels[1] >= 0 and labels[2] == labels[3] >= 0 and labels[0] != labels[2]
+    assert (labels[4:] >= 0).mean() < 0.2
+    assert (membership[labels < 0] == 0).all()
