@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from engine import deltas
+from engine import deltas, split
 from engine.config import AnalyzeConfig
+from engine.ingest import ingest_file
 from engine.progress import NullProgress
 from tests.factories_stats import build_study
 
@@ -182,3 +184,49 @@ def test_ranked_deltas_orders_by_q_then_size(study):
     assert (np.diff(tied) <= 0).all()
     only = deltas.ranked_deltas(study, kind="tool_call", top=3)
     assert set(only["kind"]) == {"tool_call"} and {"label", "prevalence_before", "q_value"} <= set(only.columns)
+
+
+# -- the sample pairs, with simple deterministic features (the full feature stage is too slow for unit tests) --
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+WORDS = ("sorry", "transfer", "human", "confirm", "cheapest", "policy", "refund", "baggage")
+
+
+def _word_and_tool_features(store) -> None:
+    """One feature per tool name (fires on its calls) and per word in WORDS (fires on segments containing it)."""
+    tools = store.frame("SELECT DISTINCT tool_name FROM segments WHERE tool_name IS NOT NULL ORDER BY 1")["tool_name"]
+    names = [f"tool:{t}" for t in tools] + [f"word:{w}" for w in WORDS]
+    store.append("features", pl.DataFrame({"feature_id": range(len(names)), "source": "structural", "name": names,
+                                           "label": names, "threshold": 0.5}))  # fmt: skip
+    for i, tool in enumerate(tools):
+        store.execute(f"INSERT INTO segment_features SELECT segment_id, {i}, 1.0 FROM segments WHERE tool_name = ?",
+                      [tool])  # fmt: skip
+    for i, word in enumerate(WORDS, start=len(tools)):
+        store.execute(f"INSERT INTO segment_features SELECT segment_id, {i}, 1.0 FROM segments "
+                      "WHERE kind != 'tool_call' AND text ILIKE ?", [f"%{word}%"])  # fmt: skip
+
+
+def _analyse_sample(store, before: str, after: str) -> pl.DataFrame:
+    config = AnalyzeConfig(before=before, after=after)
+    split.run(store, config, np.random.default_rng([0, 0]), NullProgress())
+    _word_and_tool_features(store)
+    deltas.run(store, config, np.random.default_rng([0, 2]), NullProgress())
+    return store.frame("SELECT f.name, d.* FROM feature_deltas d JOIN features f USING (feature_id)")
+
+
+def test_tau2_hand_off_is_a_significant_decrease(tau2_store):
+    rows = _analyse_sample(tau2_store, "standard", "tighter")
+    transfer = rows.filter(pl.col("name") == "tool:transfer_to_human_agents")
+    for kind in ("tool_call", "any"):
+        row = transfer.filter(pl.col("kind") == kind).row(0, named=True)
+        assert row["q_value"] < 0.05 and row["delta"] < 0 and row["ci_high"] < 0, row
+    assert tau2_store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") == "rollout"  # 4 tasks
+
+
+def test_gpt4o_same_model_pair_has_no_significant_delta(store):
+    for name in ("trials01", "trials23"):
+        ingest_file(store, SAMPLE / "tau-bench-gpt4o" / f"{name}.jsonl.gz", name)
+    rows = _analyse_sample(store, "trials01", "trials23")
+    tested = rows.filter(pl.col("tested"))
+    assert tested.height >= 20
+    assert tested.filter(pl.col("q_value") < 0.05).height == 0
