@@ -19,6 +19,7 @@ import polars as pl
 import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
+from engine.errors import InputError
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.bootstrap import bootstrap_ci
@@ -307,7 +308,8 @@ def compute_deltas(
             task_frames.append(_task_rows(data, kind, columns, table["feature_id"].gather(columns).to_numpy()))
             advance(1, status=kind)
     deltas = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-    task_deltas = pl.concat([f for f in task_frames if f.height], how="vertical_relaxed") if task_frames else None
+    task_frames = [f for f in task_frames if f.height]
+    task_deltas = pl.concat(task_frames, how="vertical_relaxed") if task_frames else pl.DataFrame()
     skipped = deltas.filter(~pl.col("tested")).group_by("skip_reason").len() if deltas.height else None
     metrics: dict[str, object] = {
         "n_tested": n_tested,
@@ -324,7 +326,7 @@ def compute_deltas(
         "bootstrap_unit": "rollout within task" if design.few_tasks else "task",
         "max_permutations_used": int(max((r.n_permutations.max(initial=0) for r in results), default=0)),
     }
-    return DeltaTables(deltas, task_deltas if task_deltas is not None else pl.DataFrame(), metrics)
+    return DeltaTables(deltas, task_deltas, metrics)
 
 
 def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress: Progress) -> int:
@@ -345,6 +347,12 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         data = load_discovery(store, config.before, config.after)
+        if data.rollouts.height == 0:
+            raise InputError(
+                f"{store.path}: no task has discovery rollouts of both {config.before!r} and {config.after!r}; "
+                "rldiff compares checkpoints within tasks, so ingest rollouts of the same tasks for both "
+                "(and run the split stage first)"
+            )
         tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=progress)
         with store.transaction():
             store.execute("DELETE FROM feature_task_deltas")

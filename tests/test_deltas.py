@@ -11,6 +11,7 @@ import pytest
 
 from engine import deltas, split
 from engine.config import AnalyzeConfig
+from engine.errors import InputError
 from engine.ingest import ingest_file
 from engine.progress import NullProgress
 from tests.factories_stats import build_study
@@ -230,3 +231,19 @@ def test_gpt4o_same_model_pair_has_no_significant_delta(store):
     tested = rows.filter(pl.col("tested"))
     assert tested.height >= 20
     assert tested.filter(pl.col("q_value") < 0.05).height == 0
+
+
+@pytest.mark.parametrize("change", ["no split drawn", "no shared task"])
+def test_nothing_to_compare_is_a_clear_input_error(store, change):
+    build_study(
+        store,
+        np.random.default_rng(0),
+        n_tasks=4,
+        n_features=3,
+        split=None if change == "no split drawn" else "discovery",
+    )
+    if change == "no shared task":
+        store.execute("UPDATE rollouts SET task_id = task_id || '-after' WHERE checkpoint = 'after'")
+    with pytest.raises(InputError, match="no task has discovery rollouts of both"):
+        _run(store)
+    assert store.scalar("SELECT status FROM runs WHERE stage = 'deltas'") == "failed"

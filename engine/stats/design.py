@@ -71,7 +71,7 @@ class CheckpointDesign:
 
     def expected_after(self) -> np.ndarray:
         """(n_rollouts,) each rollout's chance of being labelled after under within-task permutation."""
-        share = np.bincount(self.task, weights=self.is_after, minlength=self.n_tasks)
+        share = np.bincount(self.task, weights=self.is_after, minlength=self.n_tasks).astype(np.float64)
         share /= np.bincount(self.task, minlength=self.n_tasks)
         return share[self.task]
 
