@@ -113,9 +113,13 @@ def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> D
         pool += [g.lower() for g in source.top_ngrams if g.lower() not in counts]
         singles = {g: sign * index.z(index.matches({g})) for g in pool}
         candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]
-        grams, _ = index.select(candidates, sign)
-        if not grams:
+        # One phrase per extractive hypothesis: a union of phrases picked for separating the checkpoints can
+        # join two behaviours that one broad feature fires on (seen on the planted benchmark). Several phrasings
+        # of one behaviour become separate hypotheses instead; the LLM judge path covers paraphrase.
+        gram = index.best(candidates, sign)
+        if gram is None:
             return None
+        grams = [gram]
         spec = {
             "all": [
                 {"kind": list(kinds) if len(kinds) > 1 else kinds[0]},

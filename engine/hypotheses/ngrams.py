@@ -83,24 +83,9 @@ class NgramIndex:
             int(hits[self.is_after].sum()), n_after, int(hits[~self.is_after].sum()), self.is_after.size - n_after
         )
 
-    def select(self, candidates: list[str], sign: float, max_grams: int = 4) -> tuple[list[str], float]:
-        """Greedily pick up to `max_grams` n-grams whose union best separates the checkpoints in the
-        direction `sign` (+1: more in after); returns them and the union's signed z."""
-        chosen: list[str] = []
-        best = 0.0
-        hits = np.zeros(len(self.grams), dtype=bool)
-        single = {c: self.matches({c}) for c in candidates}
-        for _ in range(max_grams):
-            # Ties go to the longer phrase: it reads better and over-matches less.
-            scored = [
-                (sign * self.z(hits | m), len(c.split()), len(c), c) for c, m in single.items() if c not in chosen
-            ]
-            if not scored:
-                break
-            score, *_, gram = max(scored)
-            if score <= best + 0.5:  # each added phrase must earn its place
-                break
-            chosen.append(gram)
-            best = score
-            hits |= single[gram]
-        return chosen, best
+    def best(self, candidates: list[str], sign: float) -> str | None:
+        """The candidate n-gram that best separates the checkpoints in the direction `sign` (+1: more in
+        after); ties go to the longer phrase (it reads better and over-matches less). None if none does."""
+        scored = [(sign * self.z(self.matches({c})), len(c.split()), len(c), c) for c in candidates]
+        score, *_, gram = max(scored, default=(0.0, 0, 0, None))
+        return gram if score > 0 else None
