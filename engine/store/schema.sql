@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS features (
     sae_index    INTEGER,                  -- latent index for source = 'sae'
     threshold    DOUBLE NOT NULL,          -- activation above which the feature "fires"
     top_ngrams   JSON,                     -- distinctive n-grams in top-activating contexts
+    snippets     JSON,                     -- short contexts of the strongest activations (SAE features)
     run_id       VARCHAR
 );
 

