@@ -120,9 +120,7 @@ class ScriptedTransport:
         self.requests.append(request)
         queue = self.queues.get((request.method, request.url.path))
         if not queue:
-            return httpx2.Response(
-                404, json=error_body("not_found_error", f"no reply for {request.url.path}")
-            )
+            return httpx2.Response(404, json=error_body("not_found_error", f"no reply for {request.url.path}"))
         reply = queue.pop(0)
         status, body, headers = reply(request) if callable(reply) else reply
         if isinstance(body, str):

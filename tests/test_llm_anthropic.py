@@ -64,9 +64,7 @@ def test_missing_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_rate_limit_then_success_backs_off(transport: ScriptedTransport) -> None:
-    transport.queue(
-        "POST", MESSAGES, RATE_LIMITED, (200, tool_message({"answer": False, "evidence": ""}), {})
-    )
+    transport.queue("POST", MESSAGES, RATE_LIMITED, (200, tool_message({"answer": False, "evidence": ""}), {}))
     client, sleeps = make_client(transport)
     assert client.complete(REQUEST).data["answer"] is False
     assert len(transport.requests) == 2
