@@ -14,6 +14,7 @@ from engine.errors import InputError
 from engine.hypotheses import ledger, stage
 from engine.progress import NullProgress
 from engine.report import write_report
+from engine.report.content import excerpt
 
 HOSTILE = "<script>alert(1)</script> | `x` **bold**"
 APOLOGY = Planted("apology", "text", f"I sincerely apologize for the inconvenience. {HOSTILE}", 0.05, 0.45)
@@ -42,7 +43,8 @@ def test_markdown_report(study, tmp_path: Path) -> None:
     assert "# rldiff report: before -> after" in text
     assert "## Validated findings (1)" in text
     assert re.search(r"Prevalence on held-out: \*\*\d+\.\d% -> \d+\.\d%\*\*", text)
-    assert "Evidence (after" in text
+    evidence = [line for line in text.splitlines() if line.startswith("- Evidence (after")]
+    assert evidence and all("**" in line for line in evidence)  # the span, marked, in its context
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "More departures &lt;b&gt;talk&lt;/b&gt;" in text and "just filler &lt;i&gt;noise&lt;/i&gt;" in text
     assert "| rejected" in text or "| inconclusive" in text
@@ -63,3 +65,11 @@ def test_unknown_suffix_is_refused(study, tmp_path: Path) -> None:
     store, _ = study
     with pytest.raises(InputError, match=".md or .html"):
         write_report(store, tmp_path / "r.pdf")
+
+
+def test_excerpt_centres_the_evidence() -> None:
+    text = "x" * 300 + " I sincerely apologize " + "y" * 300
+    before, hit, after = excerpt(text, "SINCERELY apologize", width=20)
+    assert hit == "sincerely apologize" and before.startswith("...") and after.endswith("...")
+    assert before.endswith("x I ") and len(after) == 23
+    assert excerpt("short text", "missing") == ("", "", "short text")

@@ -95,3 +95,15 @@ def provenance_text(h: HypothesisRow) -> str:
     if p.get("seed") is not None:
         parts.append(f"seed {p['seed']}")
     return "; ".join(parts)
+
+
+def excerpt(text: str, evidence: str | None, width: int = 110) -> tuple[str, str, str]:
+    """(before, evidence, after): the evidence span in its segment with up to `width` characters each side
+    (the start of the segment when the span is not found verbatim)."""
+    at = text.lower().find(evidence.lower()) if evidence else -1
+    if at < 0:
+        return "", "", text[: 2 * width] + ("..." if len(text) > 2 * width else "")
+    end = at + len(evidence)
+    before = ("..." if at > width else "") + text[max(0, at - width) : at]
+    after = text[end : end + width] + ("..." if len(text) > end + width else "")
+    return before, text[at:end], after

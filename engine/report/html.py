@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.llm.fence import clean
-from engine.report.content import ReportContent, method_lines, pct, provenance_text, pts, q_text
+from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
@@ -52,9 +52,10 @@ def render_html(content: ReportContent) -> str:
             parts.append(f"<p>Decision: <b>{h(f.decision or 'none')}</b> {h(f.note or '')}</p>")
         for ex in content.examples.get(f.hypothesis_id, []):
             seg = ex.segment
+            pre, hit, post = excerpt(seg.text, ex.evidence)
             parts.append(
                 f"<div class='evidence'><span class='muted'>{h(seg.checkpoint)} · task {h(seg.task_id)} · "
-                f"rollout {h(seg.rollout_id)}</span>\n{h(ex.evidence or seg.text, 400)}</div>"
+                f"rollout {h(seg.rollout_id)}</span>\n{h(pre)}<mark>{h(hit)}</mark>{h(post)}</div>"
             )
         parts.append("</div>")
     parts.append(

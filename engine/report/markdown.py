@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.llm.fence import clean
-from engine.report.content import ReportContent, method_lines, pct, provenance_text, pts, q_text
+from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.store.queries import HypothesisRow
 
 EXCERPT = 240
@@ -34,9 +34,12 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
         lines.append(f"- Decision: {h.decision or 'none'}" + (f"; note: {md(h.note, 600)}" if h.note else ""))
     for ex in content.examples.get(h.hypothesis_id, []):
         seg = ex.segment
+        pre, hit, post = excerpt(seg.text, ex.evidence)
+        gap_before = " " if pre[-1:].isspace() else ""
+        gap_after = " " if post[:1].isspace() else ""
+        quote = f"{md(pre, 400)}{gap_before}**{md(hit, 400)}**{gap_after}{md(post, 400)}" if hit else md(post, 400)
         lines.append(
-            f"- Evidence ({md(seg.checkpoint)}, task {md(seg.task_id)}, rollout {md(seg.rollout_id)}): "
-            f'"{md(ex.evidence or seg.text)}"'
+            f"- Evidence ({md(seg.checkpoint)}, task {md(seg.task_id)}, rollout {md(seg.rollout_id)}): {quote}"
         )
     return [*lines, ""]
 
