@@ -101,3 +101,32 @@ def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkey
     assert store.scalar("SELECT explanation FROM features WHERE feature_id = 0") == (
         "Detects apologies for inconvenience."
     )
+
+
+def test_user_judge_hypothesis_is_tested_through_the_llm(study, monkeypatch) -> None:
+    store, _ = study
+    stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
+    client = FakeLLMClient(lambda r: {"answer": "apologize" in r.user, "evidence": "apologize"})
+    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 5.0))
+    hid = ledger.add_hypothesis(store, "The agent apologises more", judge="Does the agent apologise?", kind="text")
+    result = ledger.test_hypothesis(store, hid, llm="fake-model")
+    assert result.status == "validated" and result.n_labeled > 0
+    provenance = json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [hid]))
+    assert provenance["labeler"] == "judge:fake-model" and provenance["split"] == "heldout"
+    assert all("Does the agent apologise?" in r.system for r in client.requests)
+
+
+def test_cost_cap_falls_back_to_extractive_drafts(study, monkeypatch, caplog) -> None:
+    store, _ = study
+    client = FakeLLMClient(lambda r: {"explanation": "x"})  # would fail the draft schema if ever asked
+    monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 0.0))
+    stage.run(
+        store,
+        AnalyzeConfig(before="before", after="after", llm="fake-model", permutations=300),
+        np.random.default_rng(0),
+        NullProgress(),
+    )
+    assert client.requests == []  # nothing fits in a zero budget
+    assert "cost cap" in caplog.text
+    origins = set(store.frame("SELECT origin FROM hypotheses")["origin"])
+    assert origins == {"extractive"}

@@ -26,6 +26,7 @@ from engine.stats.permutation import PermutationBlock, refined_pvalues
 log = logging.getLogger(__name__)
 
 MAX_LEXICAL = 15  # sources per kind
+MAX_TESTED = 10_000  # n-grams tested per kind, the most widespread (the permutation test's cost)
 KINDS = ("reasoning", "text", "tool_call")
 
 
@@ -61,6 +62,8 @@ def lexical_sources(
         full = np.bincount(coo.col[coo.data >= totals[coo.row]], minlength=len(vocab))
         quiet = int((totals > 0).sum()) - full
         testable = np.flatnonzero((firing >= MIN_SUPPORT) & (quiet >= MIN_SUPPORT))
+        if testable.size > MAX_TESTED:  # keep the most widespread: a filter blind to checkpoints keeps p valid
+            testable = testable[np.argsort(-firing[testable], kind="stable")[:MAX_TESTED]]
         if testable.size == 0:
             continue
         grams = np.array(list(vocab))[testable]
