@@ -73,8 +73,8 @@ def _analyze_config(args: argparse.Namespace):  # noqa: ANN202
     if not 0 < args.holdout < 1:
         raise InputError(f"--holdout: expected a fraction between 0 and 1, got {args.holdout}")
     return AnalyzeConfig(
-        before=args.before,
-        after=args.after,
+        before=getattr(args, "before", None),
+        after=getattr(args, "after", None),
         reader=args.reader,
         layer=args.layer,
         sae=args.sae,
@@ -216,6 +216,23 @@ def cmd_hypothesis_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_planted(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from engine.planted import SAMPLE_PAIR, result_lines, run_planted_benchmark
+    from engine.progress import RichBar
+
+    if (args.before_file is None) != (args.after_file is None):
+        raise InputError("give both BEFORE and AFTER files, or neither (the gpt-4o sample pair)")
+    pair = (args.before_file, args.after_file) if args.before_file else SAMPLE_PAIR
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rldiff-planted-"))
+    err.print(f"planting into {pair[1]} and {pair[0]}; stores and planted files in {work}", markup=False)
+    result = run_planted_benchmark(work, _analyze_config(args), pair, RichBar(err))
+    for line in result_lines(result):
+        out.print(line, markup=False, highlight=False)
+    return 0
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
     from tui.app import run
 
@@ -232,12 +249,13 @@ def _existing(path: str) -> str:
 # -- parser -------------------------------------------------------------------------------------------------
 
 
-def _analyze_options(parser: argparse.ArgumentParser) -> None:
+def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = True) -> None:
     from engine.config import DEFAULT_READER
 
     group = parser.add_argument_group("analysis")
-    group.add_argument("--before", help="checkpoint compared from (default: the first ingested)")
-    group.add_argument("--after", help="checkpoint compared to (default: the second ingested)")
+    if checkpoints:
+        group.add_argument("--before", help="checkpoint compared from (default: the first ingested)")
+        group.add_argument("--after", help="checkpoint compared to (default: the second ingested)")
     group.add_argument(
         "--reader",
         default=DEFAULT_READER,
@@ -338,6 +356,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("tui", cmd_tui, "triage the study in the terminal UI")
     p.add_argument("store")
+
+    p = command(
+        "bench-planted",
+        cmd_bench_planted,
+        "plant known behaviours into a same-model pair, run the whole analysis, and score what it recovers",
+    )
+    p.add_argument("before_file", nargs="?", help="rollouts of one model (default: the gpt-4o sample pair)")
+    p.add_argument("after_file", nargs="?", help="more rollouts of the same model, on the same tasks")
+    p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
+    _analyze_options(p, checkpoints=False)
 
     p = command("demo", cmd_demo, "sample pair -> fresh store -> analyze -> TUI")
     p.add_argument("--store", default="demo.duckdb", help="store to (re)create (default demo.duckdb)")
