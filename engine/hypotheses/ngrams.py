@@ -10,6 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
+# Words with digits are identifiers (reservation ids, card numbers, flight numbers): they name one task's
+# objects, not a behaviour, so n-grams containing them are not drafted from.
+_ID = re.compile(r"\d")
 STOPWORDS = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been it its this that "
     "these those i you we he she they me my your our their them us do does did not no so can could will "
@@ -18,7 +21,8 @@ STOPWORDS = frozenset(
 
 
 def ngrams(text: str, max_n: int = 3) -> set[str]:
-    """Lower-cased word n-grams (1..max_n), skipping unigrams that are stopwords, digits-only or short."""
+    """Lower-cased word n-grams (1..max_n), skipping unigrams that are stopwords or short, n-grams of stopwords
+    only, and n-grams with an identifier-like word (one with a digit)."""
     words = [w.lower() for w in _WORD.findall(text)]
     out: set[str] = set()
     for n in range(1, max_n + 1):
@@ -26,7 +30,7 @@ def ngrams(text: str, max_n: int = 3) -> set[str]:
             gram = words[i : i + n]
             if n == 1 and (gram[0] in STOPWORDS or len(gram[0]) < 3):
                 continue
-            if all(w in STOPWORDS for w in gram):
+            if all(w in STOPWORDS for w in gram) or any(_ID.search(w) for w in gram):
                 continue
             out.add(" ".join(gram))
     return out
