@@ -4,7 +4,7 @@ Layout: `STORE.rldiff/cache/READER_KEY/` (the key names reader, layer, window an
 `ReaderSpec.cache_key`). Each reader pass writes one shard: `NAME.acts` (bf16 bits, [tokens, hidden]),
 `NAME.spans` (int32, [tokens, 2] character offsets into the segment text) and, written last and atomically,
 `NAME.index.parquet` (content_hash, shard, start, n_tokens). A shard without its index was interrupted and
-is removed. Shards are read through memory maps, so reading never loads the whole cache.
+is removed. Shards are read by positioned reads of the rows needed, so reading never loads the whole cache.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ActivationCache:
     def __init__(self, root: Path, key: str, hidden_size: int) -> None:
         self.dir = root / key
         self.hidden_size = hidden_size
-        self._maps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._files: dict[str, int] = {}
 
     def index(self) -> pl.DataFrame:
         """Every cached segment: content_hash, shard, start (token row), n_tokens."""
@@ -57,23 +57,40 @@ class ActivationCache:
         """A segment's token activations (bf16 tensor [n, hidden]) and character spans ([n, 2])."""
         import torch
 
-        acts, spans = self._open(shard)
-        block = np.array(acts[start : start + n_tokens])  # a writable copy: torch wraps it without copying again
-        return torch.from_numpy(block).view(torch.bfloat16), np.array(spans[start : start + n_tokens])
+        acts = self._read(f"{shard}.acts", np.uint16, self.hidden_size, start, n_tokens)
+        return torch.from_numpy(acts).view(torch.bfloat16), self._read(f"{shard}.spans", np.int32, 2, start, n_tokens)
 
     def take(self, shard: str, rows: np.ndarray) -> torch.Tensor:
-        """Token activations at the given rows of one shard (bf16 tensor [len(rows), hidden])."""
+        """Token activations at the given rows of one shard (bf16 tensor [len(rows), hidden]), read in windows
+        of about 64 MiB so that memory stays bounded whatever the shard's size."""
         import torch
 
-        acts, _ = self._open(shard)
-        return torch.from_numpy(np.array(acts[np.sort(rows)])).view(torch.bfloat16)
+        rows = np.sort(rows)
+        window = max(1, (64 << 20) // (2 * self.hidden_size))
+        parts = []
+        cuts = np.searchsorted(rows, np.arange(0, int(rows[-1]) + window + 1, window)) if rows.size else []
+        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+            if hi > lo:
+                first, last = int(rows[lo]), int(rows[hi - 1])
+                block = self._read(f"{shard}.acts", np.uint16, self.hidden_size, first, last - first + 1)
+                parts.append(block[rows[lo:hi] - first])
+        acts = np.concatenate(parts) if parts else np.empty((0, self.hidden_size), dtype=np.uint16)
+        return torch.from_numpy(acts).view(torch.bfloat16)
 
-    def _open(self, shard: str) -> tuple[np.ndarray, np.ndarray]:
-        if shard not in self._maps:
-            acts = np.memmap(self.dir / f"{shard}.acts", dtype=np.uint16, mode="r").reshape(-1, self.hidden_size)
-            spans = np.memmap(self.dir / f"{shard}.spans", dtype=np.int32, mode="r").reshape(-1, 2)
-            self._maps[shard] = (acts, spans)
-        return self._maps[shard]
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+
+    def _read(self, name: str, dtype: type, width: int, start: int, count: int) -> np.ndarray:
+        """Rows [start, start + count) of a shard file, by positioned reads: no memory map grows with the cache."""
+        if name not in self._files:
+            self._files[name] = os.open(self.dir / name, os.O_RDONLY)
+        row = np.dtype(dtype).itemsize * width
+        buffer = bytearray(count * row)
+        if count and os.preadv(self._files[name], [buffer], start * row) != len(buffer):
+            raise OSError(f"{self.dir / name}: shorter than its index says; remove the folder to rebuild the cache")
+        return np.frombuffer(buffer, dtype=dtype).reshape(count, width)
 
     def _remove_orphans(self) -> None:
         indexed = {f.name.removesuffix(".index.parquet") for f in self.dir.glob("*.index.parquet")}

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.features.cache import ActivationCache
 from engine.features.sae import encode
 
 if TYPE_CHECKING:
     import torch
     from sae_lens import SAE
+
+    from engine.features.cache import ActivationCache
 
 
 def gather(cache: ActivationCache, refs: Sequence[tuple[str, int, int]]) -> tuple[torch.Tensor, list[np.ndarray]]:

@@ -234,6 +234,34 @@ class ReadSegment:
 
 
 @dataclass
+class ReaderStats:
+    """Work the model did: batches, padded tokens, and padded tokens weighted by their batch's width."""
+
+    batches: int = 0
+    padded_tokens: int = 0
+    width_weighted: int = 0  # sum over batches of rows x width^2: attention work grows with width
+
+    def add(self, rows: int, width: int) -> None:
+        self.batches += 1
+        self.padded_tokens += rows * width
+        self.width_weighted += rows * width * width
+
+    @property
+    def mean_width(self) -> float:
+        return self.width_weighted / max(1, self.padded_tokens)
+
+
+@dataclass
+class Tokenized:
+    """A segment's tokens: the kind prefix's, the text's, and each text token's character span."""
+
+    key: str
+    prefix_ids: list[int]
+    text_ids: list[int]
+    spans: np.ndarray  # [n_text_tokens, 2] int32
+
+
+@dataclass
 class _Piece:
     """One chunk of one segment, ready for the model."""
 
@@ -257,6 +285,7 @@ class Reader:
     ) -> None:
         self.spec, self.model, self.tokenizer, self.device, self.settings = spec, model, tokenizer, device, settings
         self.dtype = next(model.parameters()).dtype
+        self.stats = ReaderStats()
         self.pad_id = 0
         self.lead: list[int] = []
         self.trail: list[int] = []
@@ -297,14 +326,13 @@ class Reader:
             block.append(segment)
             chars += len(segment[2])
             if chars >= budget:
-                yield from self._read_block(block)
+                yield from self.read_tokenized(self._tokenize(block))
                 block, chars = [], 0
         if block:
-            yield from self._read_block(block)
+            yield from self.read_tokenized(self._tokenize(block))
 
-    def _read_block(self, block: list[tuple[str, str, str]]) -> Iterator[ReadSegment]:
-        import torch
-
+    def _tokenize(self, block: list[tuple[str, str, str]]) -> list[Tokenized]:
+        """Tokenise `PREFIX + text` at once and split each segment's tokens into prefix and text."""
         assert self.tokenizer is not None
         texts, prefix_lens = zip(*(reader_text(kind, text) for _, kind, text in block), strict=True)
         enc = self.tokenizer(
@@ -314,27 +342,33 @@ class Reader:
             return_attention_mask=False,
             return_token_type_ids=False,
         )
-        pieces: list[_Piece] = []
-        spans: list[np.ndarray] = []
-        input_tokens = [0] * len(block)
-        for i, (ids, offsets, plen) in enumerate(
-            zip(enc["input_ids"], enc["offset_mapping"], prefix_lens, strict=True)
-        ):
+        tokenized = []
+        for (key, _, _), ids, offsets, plen in zip(block, enc["input_ids"], enc["offset_mapping"], prefix_lens,
+                                                   strict=True):  # fmt: skip
             offsets = np.asarray(offsets, dtype=np.int32).reshape(-1, 2)
             is_text = offsets[:, 1] > plen
             prefix_ids = [t for t, keep in zip(ids, is_text, strict=True) if not keep]
             text_ids = [t for t, keep in zip(ids, is_text, strict=True) if keep]
-            spans.append(np.clip(offsets[is_text] - plen, 0, None))
-            head = self.lead + prefix_ids
+            tokenized.append(Tokenized(key, prefix_ids, text_ids, np.clip(offsets[is_text] - plen, 0, None)))
+        return tokenized
+
+    def read_tokenized(self, block: list[Tokenized]) -> Iterator[ReadSegment]:
+        """Run a block of tokenised segments: chunk, sort by length, batch, and reassemble per segment."""
+        import torch
+
+        pieces: list[_Piece] = []
+        input_tokens = [0] * len(block)
+        for i, segment in enumerate(block):
+            head = self.lead + segment.prefix_ids
             body = self.spec.window - len(head) - len(self.trail)
-            for chunk in plan_chunks(len(text_ids), body, self.settings.context_tokens):
-                if chunk.end == chunk.own_start:
+            for chunk in plan_chunks(len(segment.text_ids), body, self.settings.context_tokens):
+                if chunk.end == chunk.own_start:  # a segment without text tokens: nothing to read
                     continue
-                piece_ids = head + text_ids[chunk.start : chunk.end] + self.trail
+                piece_ids = head + segment.text_ids[chunk.start : chunk.end] + self.trail
                 own_from = len(head) + chunk.own_start - chunk.start
                 pieces.append(_Piece(i, piece_ids, own_from, own_from + chunk.end - chunk.own_start, chunk.own_start))
                 input_tokens[i] += len(piece_ids)
-        outputs = [torch.empty(len(s), self.spec.hidden_size, dtype=torch.bfloat16) for s in spans]
+        outputs = [torch.empty(len(s.text_ids), self.spec.hidden_size, dtype=torch.bfloat16) for s in block]
         for batch in self._batches(pieces):
             rows = self.run_pieces(batch)
             start = 0
@@ -342,8 +376,8 @@ class Reader:
                 n = piece.own_to - piece.own_from
                 outputs[piece.segment][piece.text_from : piece.text_from + n] = rows[start : start + n]
                 start += n
-        for (key, _, _), acts, span, n_in in zip(block, outputs, spans, input_tokens, strict=True):
-            yield ReadSegment(key, acts, span, n_in)
+        for segment, acts, n_in in zip(block, outputs, input_tokens, strict=True):
+            yield ReadSegment(segment.key, acts, segment.spans, n_in)
 
     def _batches(self, pieces: list[_Piece]) -> Iterator[list[_Piece]]:
         """Longest first, as many as fit the padded-token budget."""
@@ -362,6 +396,7 @@ class Reader:
         import torch
 
         width = max(len(p.ids) for p in batch)
+        self.stats.add(len(batch), width)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
         own = torch.zeros((len(batch), width), dtype=torch.bool)

