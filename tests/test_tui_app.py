@@ -27,7 +27,7 @@ from tui.screens.overview import OverviewScreen
 from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen
 from tui.widgets.banner import StoreBanner
 from tui.widgets.paged_table import PagedTable
-from tui.widgets.transcript import Transcript
+from tui.widgets.transcript import MessageBlock, Transcript
 
 SIZE = (100, 32)
 
@@ -160,7 +160,7 @@ async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path
         assert right.display and right.data is not None and right.data.rollout.task_id == example.segment.task_id
         assert right.data.rollout.checkpoint == example.segment.checkpoint
         await pilot.press("e")
-        assert all(not fold.collapsed for fold in viewer.query("Collapsible.reasoning"))
+        assert all(block.expanded for block in viewer.query(MessageBlock) if block.has_reasoning)
         await pilot.press("escape", "escape")
         await settle(pilot)
         assert isinstance(app.screen, OverviewScreen)
@@ -379,10 +379,10 @@ async def test_hostile_rollout_text_shows_literally(tmp_path: Path) -> None:
         texts = [w.content.plain for w in app.screen.query(Static) if isinstance(w.content, Text)]
         shown = "\n".join(texts)
         assert not any(ch in shown for ch in "\x1b\x07\x9b\x9c")  # no control character reaches the screen
-        content = next(t for t in texts if t.startswith("[bold red]ALERT"))  # the assistant's text
-        assert content == "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]red bell  csi8  end"
-        result = next(t for t in texts if t.startswith("tool #") and "result" in t)
-        assert "pwned" not in result and "[/]red" in shown.split(result, 1)[1]
+        content = "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]red bell  csi8  end"
+        assert f"\n{content}\n" in shown  # the assistant's text, literally
+        result = next(t for t in texts if t.startswith("tool #") and "ALERT" in t)
+        assert "pwned" not in result and "[/]red" in result
         # tool-call arguments are shown as JSON, whose escapes (\u001b) are plain text, not control codes
         assert "\\u001b]0;pwned" in shown
         assert "ALERT[/]" in app.export_screenshot()

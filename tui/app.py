@@ -12,9 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 from textual.app import App
 from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import get_current_worker
 
 from engine.errors import InputError
 from tui import keymap
@@ -23,15 +26,16 @@ from tui.hypothesis_runner import NewHypothesis, ProgressLine, add_command, run_
 from tui.messages import HypothesisTestFinished, HypothesisTestProgress, StoreStatusChanged
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
-from tui.screens.feature import FeatureScreen
+from tui.screens.feature import FeatureScreen, load_feature
 from tui.screens.help import HelpScreen
 from tui.screens.hypotheses import HypothesesScreen
 from tui.screens.overview import OverviewScreen
-from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen
-from tui.session import StoreSession, StoreStatus
+from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen, load_transcript
+from tui.session import StoreSession, StoreStatus, StoreUnavailable
 from tui.themes import DEFAULT_THEME, load_themes, variable_defaults
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class HypothesisTestState:
 
 
 class RldiffApp(App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute, so subclasses elsewhere find it
     TITLE = "rldiff"
     MODES = {
         "overview": OverviewScreen,
@@ -136,12 +140,33 @@ class RldiffApp(App[None]):
     # -- navigation ------------------------------------------------------------------------------------------
 
     def open_feature(self, feature_id: int, kind: str | None = None) -> None:
-        self.push_screen(FeatureScreen(feature_id, kind))
+        self._open_loaded(load_feature(feature_id), lambda loaded: FeatureScreen(feature_id, kind, loaded))
 
-    def open_rollout(
-        self, rollout_key: int, *, segment_id: int | None = None, message_index: int | None = None
-    ) -> None:
-        self.push_screen(RolloutViewerScreen(rollout_key, segment_id=segment_id))
+    def open_rollout(self, rollout_key: int, *, segment_id: int | None = None) -> None:
+        self._open_loaded(
+            load_transcript(rollout_key),
+            lambda loaded: RolloutViewerScreen(rollout_key, segment_id=segment_id, loaded=loaded),
+        )
+
+    def _open_loaded(self, load: Callable[[Any], T], screen: Callable[[T], Screen[Any]]) -> None:
+        """Load a screen's data in a worker, then push the screen with it: it opens complete, in one frame."""
+
+        def work() -> None:
+            worker = get_current_worker()
+            try:
+                with self.session.cursor() as cur:
+                    data = load(cur)
+            except StoreUnavailable as exc:
+                self.call_from_thread(self.notify, str(exc), title="store unavailable", severity="warning")
+                return
+            except Exception as exc:  # shown to the user; the app keeps running
+                log.exception("loading a screen failed")
+                self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
+                return
+            if not worker.is_cancelled:
+                self.call_from_thread(lambda: self.push_screen(screen(data)))
+
+        self.run_worker(work, thread=True, group="open-screen", exclusive=True, exit_on_error=False)
 
     def jump(self, category: str, item_id: int) -> None:
         """Go to a feature, cluster, hypothesis or rollout (the command palette's targets)."""

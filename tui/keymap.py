@@ -130,11 +130,10 @@ def load_keymap(path: Path | None = None) -> tuple[dict[str, str], list[str]]:
     return keymap, problems
 
 
-def keys_for(binding: Binding, keymap: dict[str, str]) -> str:
-    """The keys a binding answers to under `keymap`, as a user would type them."""
-    return (
-        (keymap.get(binding.id or "", binding.key))
-        .replace("question_mark", "?")
-        .replace("slash", "/")
-        .replace("plus", "+")
-    )
+_SHORT = {"question_mark": "?", "slash": "/", "plus": "+", "escape": "esc", "enter": "⏎"}
+
+
+def keys_for(binding: Binding, keymap: dict[str, str], *, first: bool = False) -> str:
+    """The keys a binding answers to under `keymap`, as a user would type them (`first`: only the first)."""
+    keys = keymap.get(binding.id or "", binding.key).split(",")
+    return ",".join(_SHORT.get(k, k) for k in (keys[:1] if first else keys))

@@ -6,16 +6,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from tui import keymap
 from tui.messages import QueryFailed
 from tui.session import StoreReadOnly, StoreStatus, StoreUnavailable
 from tui.themes import Palette
-from tui.widgets.banner import NavBar, StoreBanner
+from tui.widgets.banner import KeyBar, NavBar, StoreBanner
 
 if TYPE_CHECKING:
     import duckdb
@@ -87,12 +88,13 @@ class RldiffScreen(StoreWork, Screen[Any]):
     def __init__(self) -> None:
         super().__init__()
         self._stale = True
+        self._width = 0
 
     def compose(self) -> ComposeResult:
         yield NavBar(self.NAV, self.rldiff.session.path.name)
         yield StoreBanner()
         yield from self.compose_body()
-        yield Footer()
+        yield KeyBar([*self.BINDINGS, *keymap.APP], self.rldiff.keymap_overrides)
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -106,6 +108,13 @@ class RldiffScreen(StoreWork, Screen[Any]):
         if status.readable and self._stale:
             self._stale = False
             self.reload()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Tables size their columns to the terminal: lay them out again when its width changes (a screen
+        coming back into view gets a resize too, and must not redraw everything for it)."""
+        if event.size.width != self._width:
+            self._width = event.size.width
+            self.restyle()
 
     def reload(self) -> None:
         """Load (again) everything the screen shows."""

@@ -138,9 +138,6 @@ class ClustersScreen(RldiffScreen):
         self._fill_clusters()
         self._fill_members()
 
-    def on_resize(self) -> None:
-        self.restyle()
-
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "clusters":
             self.query_one("#members", DataTable).focus()

@@ -133,9 +133,6 @@ class DeltasScreen(RldiffScreen):
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
 
-    def on_resize(self) -> None:
-        self.restyle()
-
     def _show_filters(self) -> None:
         f = self.filter
         text = Text(" ", end="", no_wrap=True, overflow="ellipsis")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -9,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui import keymap
@@ -20,8 +21,17 @@ from tui.screens.base import RldiffScreen
 from tui.widgets.token_text import highlighted_tokens
 
 if TYPE_CHECKING:
+    import duckdb
+
     from engine.store.queries import FeatureDetail, TaskDelta
     from tui.themes import Palette
+
+
+def _tab_line(current: str) -> Text:
+    text = Text(end="", no_wrap=True)
+    for key, tab, title in (("e", "examples", "Examples"), ("t", "tasks", "By task")):
+        text.append(f" {key} {title} ", style="bold reverse" if tab == current else "dim")
+    return text
 
 
 _ONE_LINE = str.maketrans("\n\r\t", "   ")
@@ -75,39 +85,50 @@ def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Tabl
     return table
 
 
+def load_feature(feature_id: int) -> Callable[[duckdb.DuckDBPyConnection], FeatureLoaded]:
+    def load(cur: duckdb.DuckDBPyConnection) -> FeatureLoaded:
+        from engine.store import queries
+
+        return FeatureLoaded(feature_id, queries.feature_detail(cur, feature_id))
+
+    return load
+
+
 class FeatureScreen(RldiffScreen):
     BINDINGS = keymap.FEATURE
     NAV = "deltas"
-    AUTO_FOCUS = "#feature-examples"
+    AUTO_FOCUS = "#examples"
 
-    def __init__(self, feature_id: int, kind: str | None = None) -> None:
+    def __init__(self, feature_id: int, kind: str | None = None, loaded: FeatureLoaded | None = None) -> None:
+        """`loaded`: the feature's data when the opener already has it (then the screen opens complete)."""
         super().__init__()
         self.feature_id = feature_id
         self.kind = kind
         self.detail: FeatureDetail | None = None
+        self._loaded = loaded
+        self._stale = loaded is None
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if self._loaded is not None:
+            self.on_feature_loaded(self._loaded)
 
     def compose_body(self) -> ComposeResult:
         yield Static(Text(f"feature {self.feature_id}: loading…"), id="feature-head")
         yield Static(id="feature-stats")
-        with TabbedContent(id="feature-tabs"):
-            with TabPane("Examples", id="examples"):
-                yield OptionList(id="feature-examples")
-            with TabPane("By task", id="tasks"):
-                with VerticalScroll():
-                    yield Static(id="feature-tasks")
+        yield Static(_tab_line("examples"), id="feature-tab-line")
+        with ContentSwitcher(initial="examples", id="feature-tabs"):
+            yield OptionList(id="examples")
+            with VerticalScroll(id="tasks"):
+                yield Static(id="feature-tasks")
 
     def reload(self) -> None:
-        from engine.store import queries
-
-        feature_id = self.feature_id
-        self.run_query(
-            "feature", lambda cur: queries.feature_detail(cur, feature_id), lambda d: FeatureLoaded(feature_id, d)
-        )
+        self.run_query("feature", load_feature(self.feature_id), lambda loaded: loaded)
 
     def on_feature_loaded(self, message: FeatureLoaded) -> None:
         self.detail = message.detail
         self.restyle()
-        self.query_one("#feature-examples", OptionList).focus()
+        self.query_one("#examples", OptionList).focus()
 
     def restyle(self) -> None:
         detail = self.detail
@@ -137,7 +158,7 @@ class FeatureScreen(RldiffScreen):
             if tasks
             else Text("no per-task breakdown in the store", style="italic")
         )
-        options = self.query_one("#feature-examples", OptionList)
+        options = self.query_one("#examples", OptionList)
         highlighted = options.highlighted
         options.clear_options()
         width = max(40, self.app.size.width - 6)
@@ -149,7 +170,7 @@ class FeatureScreen(RldiffScreen):
                 f" · {s.rollout_id[:24]} · task {s.task_id[:16]} · {s.kind} · act {e.activation:.2f}\n", style="dim"
             )
             flat = s.text.translate(_ONE_LINE)  # same length, so token offsets still hold
-            line.append_text(highlighted_tokens(flat, e.tokens, palette, window=width * 3))
+            line.append_text(highlighted_tokens(flat, e.tokens, palette, window=width * 2))
             options.add_option(Option(line, id=str(s.segment_id)))
         if not detail.examples:
             options.add_option(Option(Text("no stored examples for this feature", style="italic"), disabled=True))
@@ -157,15 +178,13 @@ class FeatureScreen(RldiffScreen):
             options.highlighted = highlighted if highlighted is not None and highlighted < len(detail.examples) else 0
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one("#feature-tabs", TabbedContent).active = tab
-        if tab == "examples":
-            self.query_one("#feature-examples", OptionList).focus()
+        self.query_one("#feature-tabs", ContentSwitcher).current = tab
+        self.query_one("#feature-tab-line", Static).update(_tab_line(tab))
+        self.query_one(f"#{tab}").focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if self.detail is None or event.option_id is None:
             return
         for e in self.detail.examples:
             if str(e.segment.segment_id) == event.option_id:
-                self.rldiff.open_rollout(
-                    e.segment.rollout_key, segment_id=e.segment.segment_id, message_index=e.segment.message_index
-                )
+                self.rldiff.open_rollout(e.segment.rollout_key, segment_id=e.segment.segment_id)

@@ -324,6 +324,3 @@ class HypothesesScreen(RldiffScreen):
         if self.rows:
             self._fill()
             self._show_detail()
-
-    def on_resize(self) -> None:
-        self.restyle()

@@ -121,10 +121,6 @@ class OverviewScreen(RldiffScreen):
         if not findings:
             self.query_one("#findings-title", Static).update(Text("Top validated findings: none yet", style="bold"))
 
-    def on_resize(self) -> None:
-        if hasattr(self, "_findings"):
-            self._fill_findings(self._findings)
-
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         self._open(event.row_key.value)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -18,6 +19,8 @@ from tui.widgets.search_box import SearchBox
 from tui.widgets.transcript import Transcript
 
 if TYPE_CHECKING:
+    import duckdb
+
     from engine.store.queries import RolloutRow
 
 PAGE = 200
@@ -119,9 +122,6 @@ class RolloutsScreen(RldiffScreen):
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
 
-    def on_resize(self) -> None:
-        self.restyle()
-
     def action_cycle_checkpoint(self) -> None:
         options = [None, *self.rldiff.checkpoints]
         self.checkpoint = (
@@ -147,6 +147,22 @@ class RolloutsScreen(RldiffScreen):
             self.rldiff.open_rollout(self._rows[table.cursor_row].rollout_key)
 
 
+def load_transcript(
+    rollout_key: int, side_by_side: bool = False
+) -> Callable[[duckdb.DuckDBPyConnection], TranscriptLoaded]:
+    """A rollout's transcript, the same task's rollouts in the other checkpoints, and the first of those
+    (side by side)."""
+
+    def load(cur: duckdb.DuckDBPyConnection) -> TranscriptLoaded:
+        from engine.store import queries
+
+        counterparts = queries.counterpart_rollouts(cur, rollout_key)
+        other = queries.transcript(cur, counterparts[0].rollout_key) if side_by_side and counterparts else None
+        return TranscriptLoaded(queries.transcript(cur, rollout_key), counterparts, other)
+
+    return load
+
+
 class RolloutViewerScreen(RldiffScreen):
     """One rollout's transcript; `o` jumps to the same task in the other checkpoint, `s` shows both."""
 
@@ -154,43 +170,37 @@ class RolloutViewerScreen(RldiffScreen):
     AUTO_FOCUS = "#main-transcript"
     BINDINGS = keymap.VIEWER
 
-    def __init__(self, rollout_key: int, *, segment_id: int | None = None) -> None:
+    def __init__(self, rollout_key: int, *, segment_id: int | None = None, loaded: TranscriptLoaded | None = None):
+        """`loaded`: the transcript when the opener already has it (then the screen opens complete)."""
         super().__init__()
         self.rollout_key = rollout_key
         self.segment_id = segment_id
         self.side_by_side = False
         self.expanded = False
         self.counterparts: list[RolloutRow] = []
+        self._loaded = loaded
+        self._stale = loaded is None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="viewer"):
             yield Transcript(id="main-transcript")
             yield Transcript(id="other-transcript")
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.query_one("#other-transcript").display = False
         super().on_mount()
+        if self._loaded is not None:
+            await self.on_transcript_loaded(self._loaded)
 
     def reload(self) -> None:
-        from engine.store import queries
-
-        key, side = self.rollout_key, self.side_by_side
-
-        def load(cur):  # noqa: ANN001, ANN202
-            main = queries.transcript(cur, key)
-            counterparts = queries.counterpart_rollouts(cur, key)
-            other = None
-            if side and counterparts:
-                other = queries.transcript(cur, counterparts[0].rollout_key)
-            return TranscriptLoaded(main, counterparts, other)
-
-        self.run_query("transcript", load, lambda loaded: loaded)
+        self.run_query("transcript", load_transcript(self.rollout_key, self.side_by_side), lambda loaded: loaded)
 
     async def on_transcript_loaded(self, message: TranscriptLoaded) -> None:
         self.counterparts = message.counterparts
         main = self.query_one("#main-transcript", Transcript)
         other = self.query_one("#other-transcript", Transcript)
-        await main.show(message.transcript, self.segment_id, expand_reasoning=self.expanded)
+        mark = self.palette.highlight_style(0.6)
+        await main.show(message.transcript, self.segment_id, mark=mark, expand_reasoning=self.expanded)
         other.display = self.side_by_side
         if self.side_by_side:
             await other.show(message.other, expand_reasoning=self.expanded)

@@ -1,10 +1,14 @@
-"""Status lines: the screen switcher at the top and the store banner under it."""
+"""Status lines: the screen switcher at the top, the store banner under it and the key hints at the bottom."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import Static
 
+from tui.keymap import keys_for
 from tui.session import StoreStatus
 
 SCREENS = (
@@ -50,3 +54,21 @@ class StoreBanner(Static):
         self.display = status.mode != "read-write" and bool(status.message)
         self.set_class(status.mode in ("failed", "locked"), "-error")
         self.update(Text(f" ⚠ {status.message}", end=""))
+
+
+class KeyBar(Static):
+    """The screen's main keys, as remapped by the user's keymap. One line, drawn once: lighter than Textual's
+    Footer, which mounts a widget per key on every screen."""
+
+    DEFAULT_CSS = """
+    KeyBar { height: 1; dock: bottom; background: $panel; color: $foreground; }
+    """
+
+    def __init__(self, bindings: Iterable[Binding], keymap: dict[str, str]) -> None:
+        text = Text(end="", no_wrap=True, overflow="ellipsis")
+        for binding in bindings:
+            if binding.show:
+                text.append(f" {keys_for(binding, keymap, first=True)} ", style="bold reverse")
+                text.append(f" {binding.description} ")
+        text.append(" ^p jump ", style="bold reverse")
+        super().__init__(text)

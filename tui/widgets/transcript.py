@@ -1,4 +1,9 @@
-"""A whole rollout as a scrollable transcript: roles styled, reasoning folded, tool calls as highlighted JSON."""
+"""A whole rollout as a scrollable transcript: roles styled, long parts folded, tool calls as highlighted JSON.
+
+One widget per message (not one per part): a long rollout mounts in a few dozen widgets, so it opens fast.
+A message's reasoning, a system prompt and a long tool result start folded; Enter on a focused message
+(Tab moves between messages) unfolds them, `e` unfolds every message's reasoning.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widget import Widget
-from textual.widgets import Collapsible, Static
+from textual.reactive import reactive
+from textual.widgets import Static
 
 from tui.safe_text import clean, one_line, safe
 
 if TYPE_CHECKING:
-    from engine.store.queries import MessageRow
+    from engine.store.queries import MessageRow, SegmentRow
     from engine.store.queries import Transcript as TranscriptData
 
 _JSON = JSONHighlighter()
@@ -52,22 +58,93 @@ def transcript_header(data: TranscriptData) -> Text:
     return text
 
 
+def _fold(title: str, body: str, expanded: bool, preview: bool = False) -> Text:
+    """A foldable part: '▶ title' (with the start of `body` when `preview`) or '▼ title' and the body."""
+    text = Text(f"{'▼' if expanded else '▶'} {title} · {len(body)} chars", style="dim", end="")
+    if expanded:
+        text.append("\n")
+        text.append_text(safe(body))
+    elif preview:
+        text.append(": ", style="dim")
+        text.append_text(one_line(body, 48))
+    return text
+
+
+class MessageBlock(Static, can_focus=True):
+    """One message of a transcript. The segment being looked at (if it is in this message) is marked."""
+
+    BINDINGS = [Binding("enter,space", "toggle", "Fold/unfold", show=False)]
+
+    expanded: reactive[bool] = reactive(False)
+
+    def __init__(self, message: MessageRow, focus: SegmentRow | None, mark: str, expanded: bool = False) -> None:
+        role = message.role if message.role in ("system", "user", "assistant", "tool") else "other"
+        super().__init__(classes=f"msg role-{role}" + (" is-error" if message.is_error else ""))
+        self.message = message
+        self.focus_part = focus
+        self.mark = mark
+        if focus is not None:
+            self.add_class("focus")
+        self.set_reactive(MessageBlock.expanded, expanded or (focus is not None and focus.kind == "reasoning"))
+        self.update(self._text())
+
+    @property
+    def has_reasoning(self) -> bool:
+        return bool(self.message.reasoning)
+
+    def watch_expanded(self) -> None:
+        self.update(self._text())
+
+    def action_toggle(self) -> None:
+        self.expanded = not self.expanded
+
+    def _marked(self, text: Text, kind: str, part: int = 0) -> Text:
+        focus = self.focus_part
+        if focus is not None and focus.kind == kind and focus.part_index == part:
+            text.stylize(self.mark)
+        return text
+
+    def _text(self) -> Text:
+        m = self.message
+        text = Text(f"{m.role} #{m.message_index}", style="bold", end="")
+        if m.role == "tool":
+            text.append(" result")
+            if m.name:
+                text.append(" · ")
+                text.append_text(safe(m.name, max_chars=40))
+            if m.is_error:
+                text.append(" · error", style="bold")
+        parts: list[Text] = []
+        if m.reasoning:
+            parts.append(self._marked(_fold("reasoning", m.reasoning, self.expanded), "reasoning"))
+        if m.content:
+            if m.role == "system" or (m.role == "tool" and len(m.content) > FOLD_CHARS):
+                title = "system prompt" if m.role == "system" else "result"
+                parts.append(_fold(title, m.content, self.expanded, preview=True))
+            else:
+                parts.append(self._marked(safe(m.content), "text"))
+        for i, call in enumerate(m.tool_calls):
+            parts.append(self._marked(tool_call_text(call), "tool_call", i))
+        for part in parts:
+            text.append("\n")
+            text.append_text(part)
+        return text
+
+
 class Transcript(VerticalScroll):
-    """Shows one rollout; `show()` replaces what is shown. Tab moves between folded reasoning blocks."""
+    """Shows one rollout; `show()` replaces what is shown."""
 
     DEFAULT_CSS = """
     Transcript { height: 1fr; }
     Transcript .head { background: $panel; padding: 0 1; height: 1; dock: top; }
     Transcript .msg { padding: 0 1; margin: 0 0 1 0; border-left: wide $panel; height: auto; }
-    Transcript .msg-role { text-style: bold; color: $foreground-muted; }
+    Transcript .msg:focus { background: $boost; }
     Transcript .role-user { border-left: wide $secondary; }
     Transcript .role-assistant { border-left: wide $primary; }
     Transcript .role-system { border-left: wide $foreground-muted; color: $foreground-muted; }
     Transcript .role-tool { border-left: wide $accent; color: $foreground-muted; }
     Transcript .is-error { border-left: wide $error; }
-    Transcript .focus { background: $boost; border-left: thick $warning; }
-    Transcript Collapsible { padding: 0; margin: 0; border: none; background: transparent; }
-    Transcript Collapsible Contents { padding: 0 0 0 2; }
+    Transcript .focus { border-left: thick $warning; }
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -75,77 +152,39 @@ class Transcript(VerticalScroll):
         self.data: TranscriptData | None = None
 
     async def show(
-        self, data: TranscriptData | None, focus_segment: int | None = None, *, expand_reasoning: bool = False
+        self,
+        data: TranscriptData | None,
+        focus_segment: int | None = None,
+        *,
+        mark: str = "reverse",
+        expand_reasoning: bool = False,
     ) -> None:
-        """Replace the transcript; scroll to (and mark) the segment `focus_segment` when given."""
-        self.data = data
+        """Replace the transcript; scroll to the segment `focus_segment` (styled with `mark`) when given.
+        `data` is set once the new transcript is mounted."""
+        self.data = None
         await self.remove_children()
         if data is None:
             await self.mount(Static(Text("no such rollout", style="italic")))
             return
         focus = next((s for s in data.segments if s.segment_id == focus_segment), None)
-        widgets: list[Widget] = [Static(transcript_header(data), classes="head")]
-        target: Widget | None = None
-        for message in data.messages:
-            block, marked = self._message(message, focus, expand_reasoning)
-            widgets.append(block)
-            target = marked or target
-        await self.mount_all(widgets)
+        blocks = [
+            MessageBlock(
+                m,
+                focus if focus is not None and focus.message_index == m.message_index else None,
+                mark,
+                expanded=expand_reasoning and bool(m.reasoning),
+            )
+            for m in data.messages
+        ]
+        await self.mount_all([Static(transcript_header(data), classes="head"), *blocks])
+        self.data = data
+        target = next((b for b in blocks if b.focus_part is not None), None)
         if target is not None:
             self.call_after_refresh(self.scroll_to_widget, target, animate=False, top=True)
         else:
             self.scroll_home(animate=False)
 
-    def _message(self, m: MessageRow, focus: Any, expand_reasoning: bool) -> tuple[Widget, Widget | None]:
-        role = m.role if m.role in ("system", "user", "assistant", "tool") else "other"
-        classes = f"msg role-{role}" + (" is-error" if m.is_error else "")
-        title = Text(f"{m.role} #{m.message_index}", end="")
-        if m.role == "tool":
-            title.append(" result")
-            if m.name:
-                title.append(" · ")
-                title.append_text(safe(m.name, max_chars=40))
-            if m.is_error:
-                title.append(" · error", style="bold")
-        parts: list[Widget] = [Static(title, classes="msg-role")]
-        marked: Widget | None = None
-        is_focus = focus is not None and focus.message_index == m.message_index
-        if m.reasoning:
-            body = Static(safe(m.reasoning, "italic"))
-            fold = Collapsible(
-                body,
-                classes="reasoning",
-                title=f"reasoning · {len(m.reasoning)} chars",
-                collapsed=not (expand_reasoning or (is_focus and focus.kind == "reasoning")),
-            )
-            parts.append(fold)
-            if is_focus and focus.kind == "reasoning":
-                fold.add_class("focus")
-                marked = fold
-        if m.content:
-            content = Static(safe(m.content))
-            if m.role == "system" or (m.role == "tool" and len(m.content) > FOLD_CHARS):
-                title = Text(f"{'system prompt' if m.role == 'system' else 'result'} · {len(m.content)} chars: ")
-                title.append_text(one_line(m.content, 48))
-                parts.append(Collapsible(content, title=title, collapsed=True))  # type: ignore[arg-type]
-            else:
-                parts.append(content)
-            if is_focus and focus.kind == "text":
-                content.add_class("focus")
-                marked = content
-        for i, call in enumerate(m.tool_calls):
-            call_widget = Static(tool_call_text(call))
-            parts.append(call_widget)
-            if is_focus and focus.kind == "tool_call" and focus.part_index == i:
-                call_widget.add_class("focus")
-                marked = call_widget
-        block = _Block(*parts, classes=classes)
-        return block, marked
-
     def set_reasoning(self, expanded: bool) -> None:
-        for fold in self.query("Collapsible.reasoning"):
-            fold.collapsed = not expanded
-
-
-class _Block(Widget):
-    DEFAULT_CSS = "_Block { height: auto; }"
+        for block in self.query(MessageBlock):
+            if block.has_reasoning:
+                block.expanded = expanded
