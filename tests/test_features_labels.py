@@ -60,7 +60,7 @@ def test_numbers_and_ids_are_normalised() -> None:
     ]
     examples = [example(f"The total is ${n} per passenger.", "$ " + str(n)) for n in (85, 120, 43, 99)]
     _, grams = label_of(examples)
-    assert "$ #" in grams
+    assert any("$ #" in g for g in grams)  # all amounts are one n-gram (with its context: "$ # per")
 
 
 def test_tool_call_features_name_their_tool() -> None:
@@ -75,7 +75,7 @@ def test_tool_call_features_name_their_tool() -> None:
 def test_without_distinctive_words_the_label_shows_the_strongest_context() -> None:
     examples = [Example("Details: - **Price**: 85", "text", [(20, 21, 2.0), (0, 7, 0.1)])]
     label, grams = label_of(examples)
-    assert grams == [] and "⟦:⟧" in label
+    assert grams == [] and label.startswith("reply: “:” as in ") and "⟦:⟧" in label
 
 
 def test_snippets_are_single_line_and_free_of_control_characters() -> None:

@@ -31,6 +31,7 @@ _STOPWORDS = frozenset(
 )
 KIND_NAMES = {"text": "reply", "reasoning": "reasoning", "tool_call": "tool call"}
 HOT_FRACTION = 0.5  # tokens at this share of the example's peak count as where the feature fires
+CONTEXT_WORDS = 2  # words of context an n-gram may reach beyond a hot word
 MAX_NGRAMS = 3
 SNIPPET_CHARS = 90
 
@@ -65,7 +66,7 @@ def words(text: str) -> tuple[tuple[str, int, int], ...]:
 
 
 def context_ngrams(example: Example) -> set[tuple[str, ...]]:
-    """n-grams (1-3 words) over the example's hot words, with at most one word of context beside them."""
+    """n-grams (1-3 words) that hold at least one of the example's hot words, within CONTEXT_WORDS of one."""
     if not example.tokens:
         return set()
     tokens = np.asarray(example.tokens, dtype=np.float64)
@@ -77,10 +78,10 @@ def context_ngrams(example: Example) -> set[tuple[str, ...]]:
     overlap = (hot_tokens[None, :, 0] < spans[:, None, 1]) & (spans[:, None, 0] < hot_tokens[None, :, 1])
     hot = set(np.flatnonzero(overlap.any(axis=1)).tolist())
     found: set[tuple[str, ...]] = set()
-    for first in {j for i in hot for j in (i - 1, i)}:
+    for first in {j for i in hot for j in range(i - CONTEXT_WORDS, i + 1)}:
         for n in range(1, 4):
             span = range(first, first + n)
-            if first < 0 or span[-1] >= len(ws) or len(set(span) - hot) > 1 or not hot & set(span):
+            if first < 0 or span[-1] >= len(ws) or not hot & set(span):
                 continue
             gram = tuple(ws[j][0] for j in span)
             if not all(w in _STOPWORDS for w in gram):
@@ -133,11 +134,15 @@ def label_feature(
         {"ngram": _join(g), "score": round(s, 4), "share": round(p, 3), "corpus_share": round(q, 4)}
         for s, g, p, q in chosen
     ]
-    snippets = [snippet(e) for e in examples[:3] if e.tokens]
+    with_tokens = [e for e in examples if e.tokens]
+    snippets = [snippet(e) for e in with_tokens[:3]]
     if chosen:
         text = ", ".join(f"“{_join(g)}”" for _, g, _, _ in chosen)
+    elif with_tokens:  # no word stands out (punctuation, markdown): show where it fires
+        start, end, _ = max(with_tokens[0].tokens, key=lambda t: t[2])
+        text = f"“{clean(with_tokens[0].text[start:end])}” as in {snippets[0]}"
     else:
-        text = f"no distinctive words, strongest at {snippets[0]}" if snippets else "no examples"
+        text = "no examples"
     return FeatureLabel(f"{kind}: {text}", ngrams, snippets)
 
 
@@ -164,16 +169,16 @@ def clean(text: str) -> str:
 
 
 def _dominant_kind(examples: list[Example]) -> str:
-    """The kind most examples share ("mixed" below 75%); for tool calls, also the tool most of them call."""
+    """The kind most examples share ("mixed" below 75%); with tool calls, the tool most of them call."""
     if not examples:
         return "mixed"
     kind, n = Counter(e.kind for e in examples).most_common(1)[0]
+    tools = Counter(e.text.split(" ", 1)[0] for e in examples if e.kind == "tool_call")
+    tool, calls = tools.most_common(1)[0] if tools else ("", 0)
     if n < 0.75 * len(examples):
-        return "mixed"
-    if kind == "tool_call":
-        tool, calls = Counter(e.text.split(" ", 1)[0] for e in examples).most_common(1)[0]
-        if calls >= 0.75 * len(examples):
-            return f"tool call {clean(tool)[:60]}"
+        return f"mixed, mostly tool call {clean(tool)[:60]}" if calls >= 0.5 * len(examples) else "mixed"
+    if kind == "tool_call" and calls >= 0.75 * len(examples):
+        return f"tool call {clean(tool)[:60]}"
     return KIND_NAMES.get(kind, kind)
 
 
