@@ -8,12 +8,12 @@
    in the same run = the full model (6 blocks and pooler), batches of 32 in input order padded to their
    longest, every layer's hidden states kept dense (fp32). Both report text tokens per second; the naive loop
    truncates at 256 tokens (it drops the rest), so it does less work than the optimised path, which chunks.
-   The two alternate, N runs each; the machine is shared, so the best run of each is compared (the least
-   disturbed), with the medians beside it, and the model work per token (padded tokens x blocks) as a
-   load-independent check.
+   The machine is shared and its load changes by the minute, so the two run back to back N times and each
+   pair gives a ratio; the median ratio is reported, with the model work per token (padded tokens x blocks)
+   as a load-independent check.
 2. SAE encoding overhead: the optimised activations through a TopK SAE of the stage's CPU size (768 latents,
    k=16, random weights: the cost does not depend on them), per-segment maxima reduced as in the stage,
-   best of N, against the best reader time of (1).
+   run right after each optimised run of (1): the median share of that run's reader time.
 3. Peak memory of the whole stage (`engine.features.stage.extract`: read, cache, train, encode, write) on
    synthetic stores of N segments, each run in a fresh process. To keep the run short the reader window is
    16 tokens, texts are 8-12 random words, the reader stops after its first block and the SAE trains for
@@ -222,27 +222,25 @@ def main() -> None:
     segments = sample_segments(args.segments, seed=0)
     fast, read = optimised(segments)
     slow = naive(segments)
-    runs: dict[str, list[Timed]] = {"optimised": [], "naive": []}
-    for _ in range(args.repeats):  # interleaved: other load on the machine hits both alike
-        runs["naive"].append(slow())
-        runs["optimised"].append(fast())
-    print(f"1. extraction, {len(segments)} sample segments, {args.repeats} interleaved runs each "
-          f"(load average before: {os.getloadavg()[0]:.1f}):")  # fmt: skip
-    best = {name: max(t.rate() for t in r) for name, r in runs.items()}
-    median = {name: float(np.median([t.rate() for t in r])) for name, r in runs.items()}
-    for name, r in runs.items():
+    naive_runs, fast_runs, sae_runs = [], [], []
+    load = os.getloadavg()[0]
+    for _ in range(args.repeats):  # back to back, so each pair sees about the same load from other processes
+        naive_runs.append(slow())
+        fast_runs.append(fast())
+        sae_runs.append(sae_overhead(read))
+    speedups = [f.rate() / n.rate() for f, n in zip(fast_runs, naive_runs, strict=True)]
+    sae_shares = [sae / f.wall_s for sae, f in zip(sae_runs, fast_runs, strict=True)]
+    print(f"1. extraction, {len(segments)} sample segments, {args.repeats} back-to-back pairs (load average at "
+          f"start {load:.1f}, end {os.getloadavg()[0]:.1f}):")  # fmt: skip
+    for name, runs in (("optimised", fast_runs), ("naive", naive_runs)):
         note = " (truncated at 256 tokens)" if name == "naive" else ""
-        walls = ", ".join(f"{t.rate():,.0f}" for t in r)
-        print(f"   {name:>9}: {r[0].tokens:,} tokens; best {best[name]:,.0f} tokens/s, median {median[name]:,.0f} "
-              f"(runs: {walls}); {r[0].work:,} padded token-blocks{note}")  # fmt: skip
-    print(f"   speed-up: {best['optimised'] / best['naive']:.2f}x (best runs), "
-          f"{median['optimised'] / median['naive']:.2f}x (medians)")  # fmt: skip
-    work = (runs["naive"][0].work / runs["naive"][0].tokens) / (runs["optimised"][0].work / runs["optimised"][0].tokens)
+        print(f"   {name:>9}: {runs[0].tokens:,} tokens, {runs[0].work:,} padded token-blocks; tokens/s "
+              f"{', '.join(f'{t.rate():,.0f}' for t in runs)}{note}")  # fmt: skip
+    print(f"   speed-up per pair: {', '.join(f'{x:.2f}' for x in speedups)}; median {np.median(speedups):.2f}x")
+    work = (naive_runs[0].work / naive_runs[0].tokens) / (fast_runs[0].work / fast_runs[0].tokens)
     print(f"   model work per token, naive / optimised: {work:.2f}x")
-    reader_s = min(t.wall_s for t in runs["optimised"])
-    sae_s = min(sae_overhead(read) for _ in range(args.repeats))
-    print(f"2. SAE encoding (768 latents, k=16), best of {args.repeats}: {sae_s:.2f}s = "
-          f"{100 * sae_s / reader_s:.1f}% of the best reader time {reader_s:.2f}s")  # fmt: skip
+    print(f"2. SAE encoding (768 latents, k=16) / reader time, per pair: {', '.join(f'{x:.1%}' for x in sae_shares)}; "
+          f"median {np.median(sae_shares):.1%}")  # fmt: skip
     if not args.skip_memory:
         print("3. peak memory of the stage (fresh process each):")
         for n in (int(x) for x in args.memory.split(",")):
