@@ -369,13 +369,15 @@ class Reader:
                 pieces.append(_Piece(i, piece_ids, own_from, own_from + chunk.end - chunk.own_start, chunk.own_start))
                 input_tokens[i] += len(piece_ids)
         outputs = [torch.empty(len(s.text_ids), self.spec.hidden_size, dtype=torch.bfloat16) for s in block]
+        # One batch in flight: the device runs batch i + 1 while the host files the rows of batch i.
+        pending: tuple[list[_Piece], Landing] | None = None
         for batch in self._batches(pieces):
-            rows = self.run_pieces(batch)
-            start = 0
-            for piece in batch:
-                n = piece.own_to - piece.own_from
-                outputs[piece.segment][piece.text_from : piece.text_from + n] = rows[start : start + n]
-                start += n
+            launched = (batch, self.run_pieces(batch))
+            if pending is not None:
+                _file(*pending, outputs)
+            pending = launched
+        if pending is not None:
+            _file(*pending, outputs)
         for segment, acts, n_in in zip(block, outputs, input_tokens, strict=True):
             yield ReadSegment(segment.key, acts, segment.spans, n_in)
 
@@ -391,21 +393,33 @@ class Reader:
         if batch:
             yield batch
 
-    def run_pieces(self, batch: list[_Piece]) -> torch.Tensor:
-        """Run one batch; return the reported tokens' activations, piece after piece, as bf16 on CPU."""
+    def run_pieces(self, batch: list[_Piece]) -> Landing:
+        """Launch one batch; its reported tokens' activations (piece after piece, bf16) land on the host.
+
+        On CUDA nothing here waits for the device: inputs go up from pinned memory, the reported rows are
+        picked by precomputed indices (a boolean mask would synchronise) and copied down into pinned memory
+        without blocking; `Landing.rows()` waits for them."""
         import torch
 
         width = max(len(p.ids) for p in batch)
         self.stats.add(len(batch), width)
         ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        own = torch.zeros((len(batch), width), dtype=torch.bool)
         for row, piece in enumerate(batch):
             ids[row, : len(piece.ids)] = torch.tensor(piece.ids)
             mask[row, : len(piece.ids)] = 1
-            own[row, piece.own_from : piece.own_to] = True
-        hidden = self.forward(ids.to(self.device), mask.to(self.device))
-        return hidden[own.to(self.device)].to("cpu", torch.bfloat16)
+        own = torch.cat([torch.arange(p.own_from, p.own_to) + row * width for row, p in enumerate(batch)])
+        cuda = self.device.startswith("cuda")
+        ids, mask, own = (t.pin_memory().to(self.device, non_blocking=True) if cuda else t for t in (ids, mask, own))
+        hidden = self.forward(ids, mask)
+        rows = hidden.reshape(-1, hidden.shape[-1]).index_select(0, own).to(torch.bfloat16)
+        if not cuda:
+            return Landing(rows, None)
+        host = torch.empty(rows.shape, dtype=torch.bfloat16, pin_memory=True)
+        host.copy_(rows, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        return Landing(host, done)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Hidden states after block `layer`: [batch, tokens, hidden]."""
@@ -414,6 +428,28 @@ class Reader:
         with torch.inference_mode():
             kwargs = {"use_cache": False} if self.spec.causal else {}
             return self.model(input_ids=ids, attention_mask=mask, **kwargs).last_hidden_state
+
+
+@dataclass
+class Landing:
+    """Activations on their way to the host: `rows()` once the device has finished copying them."""
+
+    host: torch.Tensor
+    done: Any  # a torch.cuda.Event, or None when the rows are already there
+
+    def rows(self) -> torch.Tensor:
+        if self.done is not None:
+            self.done.synchronize()
+        return self.host
+
+
+def _file(batch: list[_Piece], landing: Landing, outputs: list[torch.Tensor]) -> None:
+    """Copy a batch's reported rows into each segment's output, at the chunk's place in the segment."""
+    rows, start = landing.rows(), 0
+    for piece in batch:
+        n = piece.own_to - piece.own_from
+        outputs[piece.segment][piece.text_from : piece.text_from + n] = rows[start : start + n]
+        start += n
 
 
 def _special_tokens(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
