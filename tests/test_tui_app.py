@@ -32,6 +32,12 @@ from tui.widgets.transcript import MessageBlock, Transcript
 SIZE = (100, 32)
 
 
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The tests never read the user's keymap or themes."""
+    monkeypatch.setenv("RLDIFF_CONFIG_DIR", str(tmp_path / "config"))
+
+
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_store(tmp_path_factory.mktemp("tui") / "template.duckdb", FixtureSize(n_sae_features=300))

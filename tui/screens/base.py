@@ -1,4 +1,4 @@
-"""What every rldiff screen shares: the top bars, the footer, and running store work in thread workers."""
+"""What every rldiff screen shares: the top bars, the key bar, and running store work in thread workers."""
 
 from __future__ import annotations
 
