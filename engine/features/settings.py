@@ -39,7 +39,9 @@ class FeatureSettings:
                 block_tokens=262144,
                 sae_max_steps=20_000,
                 sae_batch=4096,
+                sae_lr=5e-4,
                 max_train_tokens=4_000_000,
+                tokens_per_latent=100,
                 encode_tokens=32768,
             )
         return cls()
