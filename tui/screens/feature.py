@@ -140,7 +140,7 @@ class FeatureScreen(RldiffScreen):
         self._loaded_once = True
         palette = self.palette
         title = safe(detail.label, "bold", max_chars=200)
-        title.append(f"\n{detail.name} · {detail.source} · fires above {detail.threshold:g}", style="dim")
+        title.append(f"\n{detail.name} · {detail.source} · fires above {detail.threshold:.3g}", style="dim")
         if detail.clusters:
             title.append(" · cluster " + ", ".join(str(c) for c, _ in detail.clusters), style="dim")
         if detail.explanation:

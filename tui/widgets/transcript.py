@@ -44,17 +44,18 @@ def tool_call_text(call: dict[str, Any]) -> Text:
 
 
 def transcript_header(data: TranscriptData) -> Text:
+    """checkpoint · task · trial · reward · split · rollout id (ids can be long UUIDs: last)."""
     r = data.rollout
     text = Text(end="", no_wrap=True, overflow="ellipsis")
     text.append_text(safe(r.checkpoint, "bold", max_chars=24))
-    text.append(" · ")
-    text.append_text(safe(r.rollout_id, max_chars=40))
     text.append(f" · task {clean(r.task_id)[:30]}")
     if r.trial is not None:
         text.append(f" · trial {r.trial}")
     text.append(f" · reward {'—' if r.reward is None else f'{r.reward:g}'}")
     if r.split:
         text.append(f" · {r.split}", style="dim")
+    text.append(" · ")
+    text.append_text(safe(r.rollout_id, "dim", max_chars=40))
     return text
 
 
