@@ -9,13 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
-import pyarrow as pa
 
 from engine.errors import RldiffError, StoreLockedError
+
+if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store long before it needs them
+    import polars as pl
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +132,7 @@ class Store:
 
     def append(self, table: str, rows: pl.DataFrame | pa.Table) -> int:
         """Bulk-insert rows by column name (missing columns get their defaults). Returns the row count."""
-        arrow = rows.to_arrow() if isinstance(rows, pl.DataFrame) else rows
+        arrow = rows if hasattr(rows, "num_rows") else rows.to_arrow()  # an Arrow table, or a polars frame
         if arrow.num_rows == 0:
             return 0
         view = f"_append_{table.replace('.', '_')}"
