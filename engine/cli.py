@@ -7,10 +7,15 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from engine.errors import InputError, RldiffError
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldiff tui` starts fast
+    from engine.config import AnalyzeConfig
+    from engine.store import Store
 
 log = logging.getLogger("rldiff")
 out = Console(highlight=False)
@@ -32,7 +37,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:  # noqa: ANN001
+def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:
     from engine.ingest import ingest_file, resolve_formats
     from engine.progress import RichBar
 
@@ -51,7 +56,7 @@ def ingest_paths(store, files: Sequence[str], checkpoint: str, fmt: str, skip_ba
             err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
 
 
-def print_summary(store) -> None:  # noqa: ANN001
+def print_summary(store: Store) -> None:
     from engine.console import summary_table
     from engine.store.queries import study_summary
 
@@ -66,7 +71,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analyze_config(args: argparse.Namespace):  # noqa: ANN202
+def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
     from engine.config import AnalyzeConfig
 
     llm = AnalyzeConfig.default_llm() if args.llm is None else (None if args.llm == "none" else args.llm)
@@ -87,7 +92,7 @@ def _analyze_config(args: argparse.Namespace):  # noqa: ANN202
     )
 
 
-def run_analysis(store, args: argparse.Namespace) -> None:  # noqa: ANN001
+def run_analysis(store: Store, args: argparse.Namespace) -> None:
     from engine.pipeline import analyze
     from engine.progress import RichBar
 
@@ -277,6 +282,7 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
 
 def build_parser() -> argparse.ArgumentParser:
     from engine.ingest import FORMATS
+    from engine.kinds import SEGMENT_KINDS
 
     parser = argparse.ArgumentParser(
         prog="rldiff",
@@ -315,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
     p.add_argument("store")
-    p.add_argument("--kind", choices=("reasoning", "text", "tool_call", "any"), help="only this segment kind")
+    p.add_argument("--kind", choices=(*SEGMENT_KINDS, "any"), help="only this segment kind")
     p.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
 
     p = command("report", cmd_report, "write the findings as markdown or self-contained HTML")
@@ -334,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--pattern", help="regex verifier: a segment is positive when it matches")
     how.add_argument("--judge", help="yes/no question an LLM judge answers for each segment")
-    p.add_argument("--kind", choices=("reasoning", "text", "tool_call"), help="only segments of this kind")
+    p.add_argument("--kind", choices=SEGMENT_KINDS, help="only segments of this kind")
     p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
     p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
     p.set_defaults(handler=cmd_hypothesis_test)

@@ -10,7 +10,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from engine.store.queries import SEGMENT_KINDS, StudySummary
+from engine.kinds import SEGMENT_KINDS
+from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
     from engine.hypotheses.validate import Validation

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
+from engine.kinds import SEGMENT_KINDS
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.bootstrap import bootstrap_ci
@@ -32,7 +33,7 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 STAGE = "deltas"
-KINDS = ("reasoning", "text", "tool_call")
+KINDS = SEGMENT_KINDS
 ANY = "any"
 # A feature is tested only if it fires in at least MIN_SUPPORT rollouts and fails to fire (in some segment of
 # the kind) in at least MIN_SUPPORT rollouts. With k firing rollouts, the most extreme within-task relabelling

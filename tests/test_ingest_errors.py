@@ -104,25 +104,18 @@ def test_failure_late_in_a_file_rolls_back(study: Path, tmp_path: Path) -> None:
     assert snapshot(study) == before
 
 
-def test_duplicate_of_a_stored_rollout(
-    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_duplicate_of_a_stored_rollout(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     again = tmp_path / "again.jsonl"
     again.write_text(line(rollout_id="existing", task_id="other") + "\n")
     assert main(["ingest", str(study), str(again), "--checkpoint", "after"]) == 2
-    assert (
-        "1: rollout_id: duplicate 'existing' in checkpoint 'after' (first at line 1)"
-        in capsys.readouterr().err
-    )
+    assert "1: rollout_id: duplicate 'existing' in checkpoint 'after' (first at line 1)" in capsys.readouterr().err
 
 
 def test_every_file_is_checked_before_any_is_written(study: Path, tmp_path: Path) -> None:
     good = tmp_path / "fine.jsonl"
     good.write_text(line(rollout_id="fresh") + "\n")
     before = snapshot(study)
-    assert (
-        main(["ingest", str(study), str(good), str(tmp_path / "missing.jsonl"), "--checkpoint", "after"]) == 2
-    )
+    assert main(["ingest", str(study), str(good), str(tmp_path / "missing.jsonl"), "--checkpoint", "after"]) == 2
     assert snapshot(study) == before
 
 
@@ -149,9 +142,7 @@ def test_skip_bad_with_nothing_usable_fails(study: Path, tmp_path: Path) -> None
     assert main(["ingest", str(study), str(bad), "--checkpoint", "after", "--skip-bad"]) == 2
 
 
-def test_cli_exit_codes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as usage:
         main(["ingest", str(tmp_path / "s.duckdb")])  # no FILE, no --checkpoint
     assert usage.value.code == 2

@@ -45,11 +45,7 @@ def test_tau_bench_counts_match_source(store: Store, shared_data: Path) -> None:
     assert counts["text"] == texts
     assert counts["tool_call"] == calls
     # the think tool's thought is stored a second time, as reasoning (origin 'think_tool')
-    assert (
-        counts["reasoning"]
-        == thinks
-        == store.scalar("SELECT count(*) FROM segments WHERE origin = 'think_tool'")
-    )
+    assert counts["reasoning"] == thinks == store.scalar("SELECT count(*) FROM segments WHERE origin = 'think_tool'")
     assert store.scalar("SELECT count(DISTINCT task_id) FROM rollouts") == 50
     assert store.scalar("SELECT sum(reward) FROM rollouts") == sum(r["reward"] for r in raw)
 
@@ -96,9 +92,7 @@ def test_canonical_round_trip(tmp_path: Path, shared_data: Path) -> None:
         "SELECT r.rollout_id, s.message_index, s.part_index, s.kind, s.text, s.tool_name, s.tool_args "
         "FROM segments s JOIN rollouts r USING (rollout_key) ORDER BY ALL"
     )
-    messages = (
-        "SELECT role, content, tool_calls, tool_call_id FROM messages ORDER BY rollout_key, message_index"
-    )
+    messages = "SELECT role, content, tool_calls, tool_call_id FROM messages ORDER BY rollout_key, message_index"
     with Store(tmp_path / "a.duckdb") as a, Store(tmp_path / "b.duckdb") as b:
         assert ingest_file(a, path, "x").format == "tau-bench"
         assert ingest_file(b, canonical, "x").format == "jsonl"
@@ -137,9 +131,7 @@ def test_openai_messages(store: Store, tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "openai.jsonl", [record])
     result = ingest_file(store, path, "x")
     assert result.format == "openai"
-    rows = store.execute(
-        "SELECT kind, text, tool_name, tool_args, args_valid FROM segments ORDER BY segment_id"
-    )
+    rows = store.execute("SELECT kind, text, tool_name, tool_args, args_valid FROM segments ORDER BY segment_id")
     assert rows.fetchall() == [
         ("reasoning", "I should look it up.", None, None, None),
         ("tool_call", 'get_order {"order_id":"A1"}', "get_order", '{"order_id":"A1"}', True),
@@ -179,9 +171,7 @@ def test_anthropic_content_blocks(store: Store, tmp_path: Path) -> None:
     }
     result = ingest_file(store, write_jsonl(tmp_path / "anthropic.jsonl", [record]), "x")
     assert result.format == "anthropic"
-    kinds = store.execute(
-        "SELECT message_index, part_index, kind FROM segments ORDER BY segment_id"
-    ).fetchall()
+    kinds = store.execute("SELECT message_index, part_index, kind FROM segments ORDER BY segment_id").fetchall()
     assert kinds == [
         (1, 0, "reasoning"),
         (1, 0, "text"),
@@ -200,9 +190,7 @@ def test_invalid_arguments_kept_raw_with_warning(store: Store, tmp_path: Path) -
         "messages": [
             {
                 "role": "assistant",
-                "tool_calls": [
-                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}
-                ],
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}],
             }
         ],
     }

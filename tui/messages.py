@@ -4,7 +4,7 @@ their handlers, on the UI thread."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -129,12 +129,3 @@ class TranscriptLoaded(Message):
     transcript: Transcript | None
     counterparts: list[RolloutRow]
     other: Transcript | None = None
-
-
-@dataclass
-class Jump(Message):
-    """Go to a feature, cluster, hypothesis or rollout (from the command palette or a link)."""
-
-    category: str
-    id: int
-    extra: Any = None

@@ -19,6 +19,7 @@ from engine.deltas import MIN_SUPPORT
 from engine.hypotheses.draft import Discovery
 from engine.hypotheses.ngrams import same_segments
 from engine.hypotheses.sources import Source
+from engine.kinds import SEGMENT_KINDS
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.permutation import PermutationBlock, refined_pvalues
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 MAX_LEXICAL = 15  # sources per kind
 MAX_TESTED = 10_000  # n-grams tested per kind, the most widespread (the permutation test's cost)
-KINDS = ("reasoning", "text", "tool_call")
+KINDS = SEGMENT_KINDS
 
 
 def lexical_sources(

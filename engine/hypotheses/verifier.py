@@ -21,10 +21,11 @@ from typing import Any
 import regex
 
 from engine.errors import InputError
+from engine.kinds import SEGMENT_KINDS
 
 log = logging.getLogger(__name__)
 
-KINDS = ("reasoning", "text", "tool_call")
+KINDS = SEGMENT_KINDS
 MAX_PATTERN = 1000
 MAX_DEPTH = 12
 REGEX_TIMEOUT_S = 0.2

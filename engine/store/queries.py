@@ -17,7 +17,6 @@ import duckdb
 
 Connection = duckdb.DuckDBPyConnection
 
-SEGMENT_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call")
 DELTA_SORTS: tuple[str, ...] = ("abs_delta", "increase", "decrease", "q", "label")
 
 

@@ -120,7 +120,8 @@ class Store:
         os.close(fd)
         scratch = Path(name)
         scratch.unlink()
-        self._con.execute(f"ATTACH '{scratch}' AS staging")
+        quoted = str(scratch).replace("'", "''")
+        self._con.execute(f"ATTACH '{quoted}' AS staging")
         try:
             for table in tables:
                 self._con.execute(f"CREATE TABLE staging.{table} AS SELECT * FROM main.{table} LIMIT 0")

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Input, Static
 
+from engine.kinds import SEGMENT_KINDS
 from tui import keymap
 from tui.messages import DeltaPageLoaded
 from tui.numbers import pct, pvalue
@@ -22,7 +23,7 @@ from tui.widgets.search_box import SearchBox
 if TYPE_CHECKING:
     from engine.store.queries import DeltaFilter, DeltaRow
 
-KINDS = (None, "reasoning", "text", "tool_call", "any")
+KINDS = (None, *SEGMENT_KINDS, "any")
 KIND_SHORT = {"reasoning": "reas", "text": "text", "tool_call": "tool", "any": "any"}
 DIRECTIONS = (None, "increase", "decrease")
 SOURCES = (None, "sae", "structural")

@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
+from engine.kinds import SEGMENT_KINDS
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
 from tui.messages import LabelCandidatesLoaded, UserLabelSaved
@@ -22,7 +23,7 @@ from tui.screens.base import StoreWork
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisRow, LabelCandidate
 
-KINDS = ("reasoning", "text", "tool_call")
+KINDS = SEGMENT_KINDS
 
 
 class NoteScreen(ModalScreen[str | None]):

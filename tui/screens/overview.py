@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from engine.kinds import SEGMENT_KINDS
 from tui import keymap
 from tui.messages import OverviewLoaded
 from tui.numbers import pct, pp, pvalue
@@ -34,7 +35,7 @@ def _summary_table(summary: StudySummary, before_style: str, after_style: str) -
             role, style = " (before)", before_style
         elif c.checkpoint == summary.after:
             role, style = " (after)", after_style
-        kinds = "/".join(str(c.segments_by_kind.get(k, 0)) for k in ("reasoning", "text", "tool_call"))
+        kinds = "/".join(str(c.segments_by_kind.get(k, 0)) for k in SEGMENT_KINDS)
         success = "—" if c.mean_reward is None else pct(c.mean_reward)
         if c.reward_ci:
             success += f" [{pct(c.reward_ci[0], 0)}, {pct(c.reward_ci[1], 0)}]"
