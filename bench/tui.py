@@ -9,10 +9,10 @@ The synthetic store (built once, then reused) has ~100k segments, 1M segment-fea
   re-rendered) for scrolling the deltas, opening a feature, opening a rollout and switching screens.
 The baselines: a bare Textual app (one Static) started the same way, and a bare Textual app doing the same kinds
 of work: scrolling a DataTable of 200 rows x 7 columns, switching between two screens holding one, pushing a
-screen of 40 paragraphs. Latency is measured from posting the key event to the first frame Textual composes after the
-result is in the widgets (a hook on `App._display` stamps frames; headless Textual composes every frame as on a
-terminal but skips writing the escape codes). Textual composes at most 60 frames a second, so ~17 ms is the
-floor of any sample.
+screen of 40 paragraphs. Latency is measured from posting the key event to the first frame Textual composes with the
+result in the widgets (a hook on `App._display` checks, as each frame is composed, that the screen shows the item
+asked for; headless Textual composes every frame as on a terminal but skips writing the escape codes). Textual
+composes at most 60 frames a second, so ~17 ms is the floor of any sample.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from tests.factories_tui import BENCH_SIZE, build_store, settle  # noqa: E402
 from tui.app import RldiffApp  # noqa: E402
 from tui.screens.feature import FeatureScreen  # noqa: E402
 from tui.screens.rollouts import RolloutViewerScreen  # noqa: E402
+from tui.widgets.paged_table import PagedTable  # noqa: E402
 from tui.widgets.transcript import Transcript  # noqa: E402
 
 SIZE = (120, 40)
@@ -52,33 +53,35 @@ def p95(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=20)[-1] if len(samples) >= 20 else max(samples)
 
 
-class TimedApp(RldiffApp):
-    """The app with a clock on its frames: `_display` receives every composed frame (in headless mode too,
-    where it then skips writing escape codes). A measurement hook for this benchmark only."""
+class FrameClock:
+    """A clock on an app's frames: `_display` receives every composed frame (in headless mode too, where it
+    then skips writing escape codes). While a probe is set, the first frame composed when it holds is stamped:
+    that frame shows the result. A measurement hook for this benchmark only."""
 
-    last_frame = 0.0
+    probe: Callable[[], bool] | None = None
+    shown_at = 0.0
 
     def _display(self, screen, renderable) -> None:  # noqa: ANN001
-        if renderable is not None:
-            self.last_frame = time.perf_counter()
-        super()._display(screen, renderable)
+        if renderable is not None and self.probe is not None and not self.shown_at and self.probe():
+            self.shown_at = time.perf_counter()
+        super()._display(screen, renderable)  # type: ignore[misc]
 
 
-async def timed(app: App, key: str, done: Callable[[], bool]) -> float:
-    """Milliseconds from a keypress to the first frame composed once `done()` holds (polled every 0.5 ms).
+class TimedApp(FrameClock, RldiffApp):
+    """The app, with the frame clock."""
 
-    When that frame was composed before the poll saw `done()`, the poll's time is taken (an upper bound)."""
+
+async def timed(app: FrameClock, key: str, done: Callable[[], bool]) -> float:
+    """Milliseconds from a keypress to the first frame composed while `done()` holds."""
+    app.probe, app.shown_at = done, 0.0
     start = time.perf_counter()
-    app.simulate_key(key)
-    while not done():
+    app.simulate_key(key)  # type: ignore[attr-defined]
+    while not app.shown_at:
         await asyncio.sleep(0.0005)
         if time.perf_counter() - start > 30:
             raise RuntimeError(f"{key!r}: the screen never showed the result")
-    reached = time.perf_counter()
-    while getattr(app, "last_frame", 0.0) < reached and time.perf_counter() - reached < 0.25:
-        await asyncio.sleep(0.0005)
-    frame = getattr(app, "last_frame", 0.0)
-    return ((frame if frame >= reached else reached) - start) * 1000
+    app.probe = None
+    return (app.shown_at - start) * 1000
 
 
 def startup(store: Path) -> dict[str, float]:
@@ -147,22 +150,16 @@ class TextScreen(Screen[None]):
                 yield Static(Text(f"paragraph {i}: " + "lorem ipsum dolor sit amet " * 6))
 
 
-class Bare(App[None]):
+class Bare(FrameClock, App[None]):
     """The baseline: Textual alone doing the same kinds of work (scroll a table, switch between two screens
     with a table, push a screen of text), timed with the same clock."""
 
     MODES = {"a": TableScreen, "b": TableScreen}
     SCREENS = {"text": TextScreen}
     BINDINGS = [Binding("1", "switch_mode('a')", "a"), Binding("2", "switch_mode('b')", "b")]
-    last_frame = 0.0
 
     def on_mount(self) -> None:
         self.switch_mode("a")
-
-    def _display(self, screen, renderable) -> None:  # noqa: ANN001
-        if renderable is not None:
-            self.last_frame = time.perf_counter()
-        super()._display(screen, renderable)
 
 
 async def idle(pilot: Pilot) -> None:
@@ -224,30 +221,40 @@ async def measure_app(store: Path, samples: int) -> dict[str, list[float]]:
             await idle(pilot)
         await pilot.press("2")
         await idle(pilot)
-        table = app.screen.query_one("DataTable")
+        table = app.screen.query_one(PagedTable)
         for _ in range(max(samples, 400)):  # across page boundaries: the next page loads as the cursor nears the end
             row = table.cursor_row
             results["scroll deltas"].append(await timed(app, "down", lambda r=row: table.cursor_row == r + 1))
             await idle(pilot)
         assert table.row_count > 200, "scrolling never loaded a second page"
         for _ in range(samples):
+            feature_id = int(table.row_keys[table.cursor_row].split(":")[0])
             results["open feature"].append(
                 await timed(
-                    app, "enter", lambda: isinstance(app.screen, FeatureScreen) and app.screen.detail is not None
+                    app,
+                    "enter",
+                    lambda f=feature_id: (
+                        isinstance(app.screen, FeatureScreen)
+                        and app.screen.detail is not None
+                        and app.screen.detail.feature_id == f
+                    ),
                 )
             )
             await pilot.press("escape", "down")
             await idle(pilot)
         await pilot.press("5")
         await idle(pilot)
+        rollouts = app.screen.query_one(PagedTable)
         for _ in range(samples):
+            key = int(rollouts.row_keys[rollouts.cursor_row])
             results["open rollout"].append(
                 await timed(
                     app,
                     "enter",
-                    lambda: (
+                    lambda k=key: (
                         isinstance(app.screen, RolloutViewerScreen)
-                        and any(t.data is not None for t in app.screen.query(Transcript))
+                        and (data := app.screen.query_one("#main-transcript", Transcript).data) is not None
+                        and data.rollout.rollout_key == k
                     ),
                 )
             )

@@ -14,11 +14,17 @@ from engine.store.queries import study_summary
 
 
 def test_clustered_ci_by_hand() -> None:
-    ci = clustered_mean_ci(np.array([1.0, 0.0, 1.0, 1.0]), np.array(["a", "a", "b", "b"]))
+    ci = clustered_mean_ci(np.array([3.0, 2.0, 3.0, 3.0]), np.array(["a", "a", "b", "b"]))
     # residual sums per task: -0.5 and 0.5; se = sqrt(0.5 * 2/1) / 4 = 0.25 on 1 degree of freedom
     half = stats.t.ppf(0.975, 1) * 0.25
-    assert (ci.mean, ci.n) == (0.75, 4)
-    assert ci.low == pytest.approx(0.75 - half) and ci.high == pytest.approx(0.75 + half)
+    assert (ci.mean, ci.n) == (2.75, 4)
+    assert ci.low == pytest.approx(2.75 - half) and ci.high == pytest.approx(2.75 + half)
+
+
+def test_a_rate_interval_stays_within_0_and_1() -> None:
+    """Two tasks give a t quantile of 12.7: unclipped, this success rate's CI would be 0.75 +- 3.2."""
+    ci = clustered_mean_ci(np.array([1.0, 0.0, 1.0, 1.0]), np.array(["a", "a", "b", "b"]))
+    assert (ci.mean, ci.low, ci.high) == (0.75, 0.0, 1.0)
 
 
 def test_clustering_widens_the_interval() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from rich.text import Text
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from tests.factories_tui import FixtureSize, build_store, settle
 from tui.app import RldiffApp
@@ -27,7 +27,8 @@ from tui.screens.overview import OverviewScreen
 from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen
 from tui.widgets.banner import StoreBanner
 from tui.widgets.paged_table import PagedTable
-from tui.widgets.transcript import MessageBlock, Transcript
+from tui.widgets.row_table import RowTable
+from tui.widgets.transcript import Transcript
 
 SIZE = (100, 32)
 
@@ -89,11 +90,11 @@ async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) ->
         await settle(pilot)
         assert app.store_status.writable and not app.screen.query_one(StoreBanner).display
         assert isinstance(app.screen, OverviewScreen) and app.compared == ("standard", "tighter")
-        findings = app.screen.query_one("#findings", DataTable)
+        findings = app.screen.query_one("#findings", RowTable)
         expected = rows(store_path, "SELECT count(*) FROM hypotheses WHERE status = 'validated' AND "
                         "coalesce(decision, '') <> 'rejected'")[0][0]  # fmt: skip
         assert findings.row_count == expected > 0
-        first = findings.coordinate_to_cell_key(findings.cursor_coordinate).row_key.value
+        first = findings.row_keys[findings.cursor_row]
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, HypothesesScreen)
@@ -151,8 +152,11 @@ async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path
         viewer = app.screen
         assert isinstance(viewer, RolloutViewerScreen)
         assert (viewer.rollout_key, viewer.segment_id) == (example.segment.rollout_key, example.segment.segment_id)
-        marked = viewer.query(".focus")
+        main = viewer.query_one("#main-transcript", Transcript)
+        marked = [block for block in main.blocks if block.focus_part is not None]
         assert len(marked) == 1  # the segment is marked (and its reasoning unfolded if it is reasoning)
+        assert marked[0].focus_part.segment_id == example.segment.segment_id
+        assert main.blocks[main.current] is marked[0]
         await pilot.press("o")  # the same task in the other checkpoint
         await settle(pilot)
         other = rows(store_path, "SELECT task_id, checkpoint FROM rollouts WHERE rollout_key = ?", [viewer.rollout_key])
@@ -166,7 +170,7 @@ async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path
         assert right.display and right.data is not None and right.data.rollout.task_id == example.segment.task_id
         assert right.data.rollout.checkpoint == example.segment.checkpoint
         await pilot.press("e")
-        assert all(block.expanded for block in viewer.query(MessageBlock) if block.has_reasoning)
+        assert all(block.expanded for t in viewer.query(Transcript) for block in t.blocks if block.has_reasoning)
         await pilot.press("escape", "escape")
         await settle(pilot)
         assert isinstance(app.screen, OverviewScreen)
@@ -187,7 +191,7 @@ async def test_clusters_list_members_and_open_one(store_path: Path) -> None:
         await settle(pilot)
         assert screen._member_of == screen._clusters[1].cluster_id
         await pilot.press("enter")
-        assert app.focused is screen.query_one("#members", DataTable)
+        assert app.focused is screen.query_one("#members", RowTable)
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == screen._members[0].feature_id
@@ -382,9 +386,13 @@ async def test_hostile_rollout_text_shows_literally(tmp_path: Path) -> None:
         await pilot.press("enter")  # rollout t0-r0 of the first checkpoint carries the hostile text
         await settle(pilot)
         assert isinstance(app.screen, RolloutViewerScreen)
-        texts = [w.content.plain for w in app.screen.query(Static) if isinstance(w.content, Text)]
+        transcript = app.screen.query_one("#main-transcript", Transcript)
+        texts = [block.text().plain for block in transcript.blocks]
         shown = "\n".join(texts)
-        assert not any(ch in shown for ch in "\x1b\x07\x9b\x9c")  # no control character reaches the screen
+        drawn = "\n".join(transcript.render_line(y).text for y in range(transcript.size.height))
+        for text in (shown, drawn):
+            assert not any(ch in text for ch in "\x1b\x07\x9b\x9c")  # no control character reaches the screen
+        assert "ALERT[/]" in drawn
         content = "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]red bell  csi8  end"
         assert f"\n{content}\n" in shown  # the assistant's text, literally
         result = next(t for t in texts if t.startswith("tool #") and "ALERT" in t)

@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from textual import events
 from textual.app import App
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -23,6 +24,7 @@ from engine.errors import InputError
 from tui import keymap
 from tui.commands import JumpProvider
 from tui.hypothesis_runner import NewHypothesis, ProgressLine, add_command, run_job, test_command
+from tui.idle_gc import IDLE_SECONDS, IdleCollector
 from tui.messages import HypothesisTestFinished, HypothesisTestProgress, StoreStatusChanged
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
@@ -36,6 +38,7 @@ from tui.themes import DEFAULT_THEME, load_themes, variable_defaults
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S", bound=Screen[Any])
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class RldiffApp(App[None]):
         self._retry_seconds = retry_seconds
         self._job_process: subprocess.Popen[str] | None = None
         self._closing = False
+        self._collector = IdleCollector()
 
     # -- start-up ------------------------------------------------------------------------------------------
 
@@ -106,6 +110,12 @@ class RldiffApp(App[None]):
         self.switch_mode("overview")
         self._open_store()
         self.set_interval(self._retry_seconds, self._retry_store)
+        self.set_interval(IDLE_SECONDS / 2, self._collector.tick)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self._collector.input()
+        await super().on_event(event)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return variable_defaults(self.current_theme)
@@ -121,13 +131,14 @@ class RldiffApp(App[None]):
                     names = [
                         r[0] for r in cur.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
                     ]
-                self.call_from_thread(self._set_checkpoints, compared, names)
+                self.call_from_thread(self._store_opened, compared, names)
             self.post_message(StoreStatusChanged(status))
 
         self.run_worker(work, thread=True, group="store-open", exclusive=True, exit_on_error=False)
 
-    def _set_checkpoints(self, compared: tuple[str | None, str | None], names: list[str]) -> None:
+    def _store_opened(self, compared: tuple[str | None, str | None], names: list[str]) -> None:
         self.compared, self.checkpoints = compared, names
+        self._collector.start()  # the libraries are loaded now
 
     def _retry_store(self) -> None:
         running = self.hypothesis_test is not None and not self.hypothesis_test.finished
@@ -140,16 +151,43 @@ class RldiffApp(App[None]):
     # -- navigation ------------------------------------------------------------------------------------------
 
     def open_feature(self, feature_id: int, kind: str | None = None) -> None:
-        self._open_loaded(load_feature(feature_id), lambda loaded: FeatureScreen(feature_id, kind, loaded))
+        self._open_loaded(
+            load_feature(feature_id),
+            FeatureScreen,
+            lambda loaded: FeatureScreen(feature_id, kind, loaded),
+            lambda screen, loaded: screen.show(feature_id, kind, loaded),
+        )
 
     def open_rollout(self, rollout_key: int, *, segment_id: int | None = None) -> None:
         self._open_loaded(
             load_transcript(rollout_key),
+            RolloutViewerScreen,
             lambda loaded: RolloutViewerScreen(rollout_key, segment_id=segment_id, loaded=loaded),
+            lambda screen, loaded: screen.show(rollout_key, segment_id, loaded),
         )
 
-    def _open_loaded(self, load: Callable[[Any], T], screen: Callable[[T], Screen[Any]]) -> None:
-        """Load a screen's data in a worker, then push the screen with it: it opens complete, in one frame."""
+    def _open_loaded(
+        self,
+        load: Callable[[Any], T],
+        kind: type[S],
+        new: Callable[[T], S],
+        show: Callable[[S, T], None],
+    ) -> None:
+        """Load a screen's data in a worker, then put it up with the data in place, so it opens complete.
+
+        Each mode keeps one screen of each `kind` installed and shows new data in it (`show`), rather than
+        building a screen per item: composing and styling a screen's widgets costs more than the query."""
+
+        async def put_up(data: T) -> None:
+            name = f"{kind.__name__}:{self.current_mode}"
+            screen = self.get_screen(name) if self.is_screen_installed(name) else None
+            if screen is None or screen in self.screen_stack:  # new, or deeper in this stack: a screen of its own
+                screen = new(data)
+                if not self.is_screen_installed(name):
+                    self.install_screen(screen, name)
+            elif isinstance(screen, kind):
+                show(screen, data)
+            await self.push_screen(screen)
 
         def work() -> None:
             worker = get_current_worker()
@@ -164,7 +202,7 @@ class RldiffApp(App[None]):
                 self.call_from_thread(self.notify, f"{type(exc).__name__}: {exc}", severity="error")
                 return
             if not worker.is_cancelled:
-                self.call_from_thread(lambda: self.push_screen(screen(data)))
+                self.call_from_thread(put_up, data)
 
         self.run_worker(work, thread=True, group="open-screen", exclusive=True, exit_on_error=False)
 
@@ -280,6 +318,7 @@ class RldiffApp(App[None]):
 
     def on_unmount(self) -> None:
         self._closing = True
+        self._collector.stop()
         if self._job_process is not None and self._job_process.poll() is None:
             self._job_process.terminate()
         self.session.close()

@@ -19,7 +19,10 @@ class MeanCI:
 
 def clustered_mean_ci(values: np.ndarray, clusters: np.ndarray, confidence: float = 0.95) -> MeanCI:
     """Mean with a CI whose standard error treats the values of one cluster as correlated (cluster-robust,
-    with the G/(G-1) small-sample factor and a t quantile on G-1 degrees of freedom). NaN bounds for G < 2."""
+    with the G/(G-1) small-sample factor and a t quantile on G-1 degrees of freedom). NaN bounds for G < 2.
+
+    When every value lies in [0, 1] (a success rate, a score on that scale) the bounds are clipped to it: with
+    few clusters the interval would otherwise reach below 0% or above 100%, where such a mean cannot be."""
     n = len(values)
     mean = float(values.mean())
     _, codes = np.unique(clusters, return_inverse=True)
@@ -29,4 +32,7 @@ def clustered_mean_ci(values: np.ndarray, clusters: np.ndarray, confidence: floa
     resid = np.bincount(codes, weights=values - mean)
     se = math.sqrt(float((resid**2).sum()) * groups / (groups - 1)) / n
     half = float(stdtrit(groups - 1, 0.5 + confidence / 2)) * se
-    return MeanCI(mean, mean - half, mean + half, n)
+    low, high = mean - half, mean + half
+    if values.min() >= 0 and values.max() <= 1:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return MeanCI(mean, low, high, n)

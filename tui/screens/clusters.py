@@ -6,16 +6,16 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets import Static
 
 from tui import keymap
 from tui.messages import ClusterMembersLoaded, ClustersLoaded
 from tui.numbers import pct, pvalue
 from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
-from tui.widgets.columns import Columns, set_columns
+from tui.widgets.columns import Columns
 from tui.widgets.delta_bar import bar_column_width, delta_bar
+from tui.widgets.row_table import RowTable
 
 if TYPE_CHECKING:
     from engine.store.queries import ClusterMember, ClusterRow
@@ -44,9 +44,9 @@ class ClustersScreen(RldiffScreen):
         self._pending: int | None = None
 
     def compose_body(self) -> ComposeResult:
-        yield DataTable(id="clusters", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="clusters")
         yield Static(Text("members: highlight a cluster", style="dim"), id="members-title")
-        yield DataTable(id="members", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="members")
 
     def on_mount(self) -> None:
         self._fill_clusters()
@@ -72,9 +72,9 @@ class ClustersScreen(RldiffScreen):
         return max((abs(v) for v in values if v is not None), default=0.0) or 0.1
 
     def _fill_clusters(self) -> None:
-        table = self.query_one("#clusters", DataTable)
+        table = self.query_one("#clusters", RowTable)
         cursor = table.cursor_row
-        width = set_columns(table, cluster_columns(self.app.size.width), self.app.size.width)
+        width = table.set_columns(cluster_columns(self.app.size.width), self.app.size.width)
         palette, scale = self.palette, self._scale([c.delta for c in self._clusters])
         for c in self._clusters:
             table.add_row(
@@ -91,9 +91,9 @@ class ClustersScreen(RldiffScreen):
         if self._clusters:
             table.move_cursor(row=min(cursor, len(self._clusters) - 1))
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id == "clusters" and event.row_key.value is not None:
-            self._load_members(int(event.row_key.value))
+    def on_row_table_row_highlighted(self, event: RowTable.RowHighlighted) -> None:
+        if event.table.id == "clusters":
+            self._load_members(int(event.row_key))
 
     def _load_members(self, cluster_id: int) -> None:
         from engine.store import queries
@@ -114,8 +114,8 @@ class ClustersScreen(RldiffScreen):
         self._fill_members()
 
     def _fill_members(self) -> None:
-        table = self.query_one("#members", DataTable)
-        width = set_columns(table, member_columns(self.app.size.width), self.app.size.width)
+        table = self.query_one("#members", RowTable)
+        width = table.set_columns(member_columns(self.app.size.width), self.app.size.width)
         palette, scale = self.palette, self._scale([m.delta for m in self._members])
         for m in self._members:
             table.add_row(
@@ -138,27 +138,27 @@ class ClustersScreen(RldiffScreen):
         self._fill_clusters()
         self._fill_members()
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        if event.data_table.id == "clusters":
-            self.query_one("#members", DataTable).focus()
-        elif event.row_key.value is not None:
+    def on_row_table_row_selected(self, event: RowTable.RowSelected) -> None:
+        if event.table.id == "clusters":
+            self.query_one("#members", RowTable).focus()
+        else:
             cluster = next((c for c in self._clusters if c.cluster_id == self._member_of), None)
-            self.rldiff.open_feature(int(event.row_key.value), cluster.kind if cluster else None)
+            self.rldiff.open_feature(int(event.row_key), cluster.kind if cluster else None)
 
     def action_open(self) -> None:
-        table = self.focused if isinstance(self.focused, DataTable) else self.query_one("#clusters", DataTable)
+        table = self.focused if isinstance(self.focused, RowTable) else self.query_one("#clusters", RowTable)
         if table.row_count:
             table.action_select_cursor()
 
     def action_back_to_clusters(self) -> None:
-        self.query_one("#clusters", DataTable).focus()
+        self.query_one("#clusters", RowTable).focus()
 
     def select_cluster(self, cluster_id: int) -> None:
         """Move the cursor to a cluster (from the command palette)."""
-        table = self.query_one("#clusters", DataTable)
+        table = self.query_one("#clusters", RowTable)
         try:
             table.move_cursor(row=table.get_row_index(str(cluster_id)))
             self._pending = None
-        except RowDoesNotExist:  # not loaded yet: select it when it is
+        except KeyError:  # not loaded yet: select it when it is
             self._pending = cluster_id
         table.focus()

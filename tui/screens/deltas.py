@@ -187,7 +187,7 @@ class DeltasScreen(RldiffScreen):
         if event.input.id == "delta-search" and event.value.strip() != self.filter.search:
             self.set_filter(replace(self.filter, search=event.value.strip()))
 
-    def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
+    def on_row_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self._open(event.cursor_row)
 
     def action_open_feature(self) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -18,6 +16,7 @@ from tui.messages import FeatureLoaded
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
+from tui.widgets.text_table import text_table
 from tui.widgets.token_text import highlighted_tokens
 
 if TYPE_CHECKING:
@@ -42,30 +41,30 @@ def _bar(value: float | None, width: int, style: str) -> Text:
     return Text("█" * cells + "·" * (width - cells), style=style, end="")
 
 
-def stats_table(detail: FeatureDetail, palette: Palette) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-    for column in ("kind", "before", "after", "Δ pp", "95% CI", "q", "rollouts", "reward b/a"):
-        table.add_column(column, justify="left" if column == "kind" else "right", no_wrap=True)
+def stats_table(detail: FeatureDetail, palette: Palette) -> Text:
+    columns = ("kind", "before", "after", "Δ pp", "95% CI", "q", "rollouts", "reward b/a")
+    rows = []
     for d in detail.deltas:
         r = d.row
         style = palette.more if (r.delta or 0) > 0 else palette.less
-        table.add_row(
-            r.kind,
-            pct(r.prevalence_before),
-            pct(r.prevalence_after),
-            Text(pp(r.delta), style=style),
-            interval(r.ci_low, r.ci_high, 0),
-            pvalue(r.q_value) if r.tested else Text("untst", style="dim"),
-            f"{pct(d.rollout_rate_before, 0)}→{pct(d.rollout_rate_after, 0)}",
-            f"{signed(d.reward_assoc_before)}/{signed(d.reward_assoc_after)}",
+        rows.append(
+            (
+                r.kind,
+                pct(r.prevalence_before),
+                pct(r.prevalence_after),
+                Text(pp(r.delta), style=style),
+                interval(r.ci_low, r.ci_high, 0),
+                pvalue(r.q_value) if r.tested else Text("untst", style="dim"),
+                f"{pct(d.rollout_rate_before, 0)}→{pct(d.rollout_rate_after, 0)}",
+                f"{signed(d.reward_assoc_before)}/{signed(d.reward_assoc_after)}",
+            )
         )
-    return table
+    return text_table([(c, "left" if c == "kind" else "right") for c in columns], rows)
 
 
-def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1))
-    for column in ("task", "before", "", "after", "", "Δ pp"):
-        table.add_column(column, no_wrap=True, justify="right" if column in ("", "Δ pp") else "left")
+def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Text:
+    columns = ("task", "before", "", "after", "", "Δ pp")
+    cells = []
     for t in rows:
         if t.prevalence_before is None and t.prevalence_after is None:
             continue  # no segments of this kind in this task
@@ -74,15 +73,17 @@ def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Tabl
             if t.prevalence_before is None or t.prevalence_after is None
             else (t.prevalence_after - t.prevalence_before)
         )
-        table.add_row(
-            one_line(t.task_id, 16),
-            _bar(t.prevalence_before, width, palette.before),
-            pct(t.prevalence_before, 0),
-            _bar(t.prevalence_after, width, palette.after),
-            pct(t.prevalence_after, 0),
-            Text(pp(delta), style=palette.more if (delta or 0) > 0 else palette.less),
+        cells.append(
+            (
+                one_line(t.task_id, 16),
+                _bar(t.prevalence_before, width, palette.before),
+                pct(t.prevalence_before, 0),
+                _bar(t.prevalence_after, width, palette.after),
+                pct(t.prevalence_after, 0),
+                Text(pp(delta), style=palette.more if (delta or 0) > 0 else palette.less),
+            )
         )
-    return table
+    return text_table([(c, "right" if c in ("", "Δ pp") else "left") for c in columns], cells)
 
 
 def load_feature(feature_id: int) -> Callable[[duckdb.DuckDBPyConnection], FeatureLoaded]:
@@ -112,6 +113,13 @@ class FeatureScreen(RldiffScreen):
         super().on_mount()
         if self._loaded is not None:
             self.on_feature_loaded(self._loaded)
+
+    def show(self, feature_id: int, kind: str | None, loaded: FeatureLoaded) -> None:
+        """Show another feature in this screen (the app reuses it), from the examples tab."""
+        self.feature_id, self.kind = feature_id, kind
+        self.action_show_tab("examples")
+        self.query_one("#examples", OptionList).highlighted = None
+        self.on_feature_loaded(loaded)
 
     def compose_body(self) -> ComposeResult:
         yield Static(Text(f"feature {self.feature_id}: loading…"), id="feature-head")
@@ -151,17 +159,11 @@ class FeatureScreen(RldiffScreen):
             title.append_text(one_line(" · ".join(detail.top_ngrams[:8]), 160))
         head.update(title)
         self.query_one("#feature-stats", Static).update(stats_table(detail, palette))
-        kind = self.kind or (detail.deltas[0].row.kind if detail.deltas else None)
-        tasks = [t for t in detail.task_deltas if t.kind == kind]
-        self.query_one("#feature-tasks", Static).update(
-            Group(Text(f"prevalence per task, {kind} segments", style="bold"), task_chart(tasks, palette))
-            if tasks
-            else Text("no per-task breakdown in the store", style="italic")
-        )
+        self._show_tasks()
         options = self.query_one("#examples", OptionList)
         highlighted = options.highlighted
-        options.clear_options()
-        width = max(40, self.app.size.width - 6)
+        window = max(40, self.app.size.width - 6) * 2
+        shown: list[Option] = []
         for e in detail.examples:
             s = e.segment
             style = palette.after if s.checkpoint == self.rldiff.compared[1] else palette.before
@@ -170,17 +172,33 @@ class FeatureScreen(RldiffScreen):
                 f" · {s.rollout_id[:24]} · task {s.task_id[:16]} · {s.kind} · act {e.activation:.2f}\n", style="dim"
             )
             flat = s.text.translate(_ONE_LINE)  # same length, so token offsets still hold
-            line.append_text(highlighted_tokens(flat, e.tokens, palette, window=width * 2))
-            options.add_option(Option(line, id=str(s.segment_id)))
-        if not detail.examples:
-            options.add_option(Option(Text("no stored examples for this feature", style="italic"), disabled=True))
+            line.append_text(highlighted_tokens(flat, e.tokens, palette, window=window))
+            shown.append(Option(line, id=str(s.segment_id)))
+        options.set_options(
+            shown or [Option(Text("no stored examples for this feature", style="italic"), disabled=True)]
+        )
         if detail.examples:
             options.highlighted = highlighted if highlighted is not None and highlighted < len(detail.examples) else 0
+
+    def _show_tasks(self) -> None:
+        """Fill the per-task tab, when it is the one shown (a study can have thousands of tasks)."""
+        detail = self.detail
+        if detail is None or self.query_one("#feature-tabs", ContentSwitcher).current != "tasks":
+            return
+        kind = self.kind or (detail.deltas[0].row.kind if detail.deltas else None)
+        tasks = [t for t in detail.task_deltas if t.kind == kind]
+        chart = Text(f"prevalence per task, {kind} segments\n", style="bold")
+        self.query_one("#feature-tasks", Static).update(
+            chart.append_text(task_chart(tasks, self.palette))
+            if tasks
+            else Text("no per-task breakdown in the store", style="italic")
+        )
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#feature-tabs", ContentSwitcher).current = tab
         self.query_one("#feature-tab-line", Static).update(_tab_line(tab))
         self.query_one(f"#{tab}").focus()
+        self._show_tasks()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if self.detail is None or event.option_id is None:

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Label, ProgressBar, Static
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets import Label, ProgressBar, Static
 
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
@@ -18,7 +17,7 @@ from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
-from tui.widgets.columns import set_columns
+from tui.widgets.row_table import RowTable
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisExample, HypothesisRow
@@ -46,7 +45,7 @@ class HypothesesScreen(RldiffScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="hyp-filters")
-        yield DataTable(id="hypotheses", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="hypotheses")
         with VerticalScroll(id="hyp-detail"):
             yield Static(id="hyp-text")
         with Horizontal(id="hyp-progress"):
@@ -76,20 +75,19 @@ class HypothesesScreen(RldiffScreen):
         self.rows = message.hypotheses
         self._examples.clear()
         self._fill()
-        table = self.query_one("#hypotheses", DataTable)
+        table = self.query_one("#hypotheses", RowTable)
         if self._select is not None:  # a jump to this hypothesis is pending
             self.select(self._select)
-        elif message.select is not None and str(message.select) in table.rows:
+        elif message.select is not None and table.has_row(str(message.select)):
             table.move_cursor(row=table.get_row_index(str(message.select)))
         self._show_filters()
         self._show_detail()
 
     def _fill(self) -> None:
-        table = self.query_one("#hypotheses", DataTable)
+        table = self.query_one("#hypotheses", RowTable)
         cursor = table.cursor_row
-        self._statement_width = set_columns(table, COLUMNS, self.app.size.width)
-        for h in self.rows:
-            table.add_row(*self._cells(h), key=str(h.hypothesis_id))
+        self._statement_width = table.set_columns(COLUMNS, self.app.size.width)
+        table.add_rows((str(h.hypothesis_id), self._cells(h)) for h in self.rows)
         if self.rows:
             table.move_cursor(row=min(cursor, len(self.rows) - 1))
 
@@ -106,18 +104,18 @@ class HypothesesScreen(RldiffScreen):
 
     @property
     def current(self) -> HypothesisRow | None:
-        table = self.query_one("#hypotheses", DataTable)
+        table = self.query_one("#hypotheses", RowTable)
         if not self.rows or not 0 <= table.cursor_row < len(self.rows):
             return None
         return self.rows[table.cursor_row]
 
     def select(self, hypothesis_id: int) -> None:
         """Put the cursor on a hypothesis; clear the filters if they hide it."""
-        table = self.query_one("#hypotheses", DataTable)
+        table = self.query_one("#hypotheses", RowTable)
         try:
             table.move_cursor(row=table.get_row_index(str(hypothesis_id)))
             self._select = None
-        except RowDoesNotExist:
+        except KeyError:
             self._select = hypothesis_id
             if self.status_filter or self.decision_filter:
                 self.status_filter = self.decision_filter = None
@@ -140,7 +138,7 @@ class HypothesesScreen(RldiffScreen):
 
     # -- the detail pane ---------------------------------------------------------------------------------
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_row_table_row_highlighted(self, event: RowTable.RowHighlighted) -> None:
         self._show_detail()
         h = self.current
         if h is not None and h.hypothesis_id not in self._examples:
@@ -224,7 +222,7 @@ class HypothesesScreen(RldiffScreen):
     # -- actions -----------------------------------------------------------------------------------------
 
     def action_move(self, step: int) -> None:
-        table = self.query_one("#hypotheses", DataTable)
+        table = self.query_one("#hypotheses", RowTable)
         if self.rows:
             table.move_cursor(row=max(0, min(len(self.rows) - 1, table.cursor_row + step)))
 
@@ -249,9 +247,7 @@ class HypothesesScreen(RldiffScreen):
         for i, h in enumerate(self.rows):
             if h.hypothesis_id == row.hypothesis_id:
                 self.rows[i] = row
-                table = self.query_one("#hypotheses", DataTable)
-                for column, cell in zip(table.columns, self._cells(row), strict=True):
-                    table.update_cell(str(row.hypothesis_id), column, cell)
+                self.query_one("#hypotheses", RowTable).update_row(str(row.hypothesis_id), self._cells(row))
                 break
         else:  # not listed (filtered out): show it
             self._select = row.hypothesis_id

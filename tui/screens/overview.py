@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from engine.kinds import SEGMENT_KINDS
 from tui import keymap
@@ -16,7 +15,8 @@ from tui.messages import OverviewLoaded
 from tui.numbers import pct, pp, pvalue
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
-from tui.widgets.columns import set_columns
+from tui.widgets.row_table import RowTable
+from tui.widgets.text_table import text_table
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisRow, StudySummary
@@ -25,10 +25,9 @@ STAGES = ("split", "features", "deltas", "clusters", "hypotheses")
 FINDING_COLUMNS = (("id", 4), ("statement", None), ("Δ pp", 7), ("q", 6), ("decision", 8))
 
 
-def _summary_table(summary: StudySummary, before_style: str, after_style: str) -> Table:
-    table = Table(box=None, pad_edge=False, expand=False, header_style="bold", padding=(0, 1))
-    for column in ("checkpoint", "tasks", "rollouts", "segments r/t/c", "success [95% CI]"):
-        table.add_column(column, justify="left" if column == "checkpoint" else "right", no_wrap=True)
+def _summary_table(summary: StudySummary, before_style: str, after_style: str) -> Text:
+    columns = ("checkpoint", "tasks", "rollouts", "segments r/t/c", "success [95% CI]")
+    rows = []
     for c in summary.checkpoints:
         role, style = "", ""
         if c.checkpoint == summary.before:
@@ -41,8 +40,8 @@ def _summary_table(summary: StudySummary, before_style: str, after_style: str) -
             success += f" [{pct(c.reward_ci[0], 0)}, {pct(c.reward_ci[1], 0)}]"
         name = safe(c.checkpoint, style, max_chars=24)
         name.append(role)
-        table.add_row(name, str(c.n_tasks), str(c.n_rollouts), kinds, success)
-    return table
+        rows.append((name, str(c.n_tasks), str(c.n_rollouts), kinds, success))
+    return text_table([(c, "left" if c == "checkpoint" else "right") for c in columns], rows)
 
 
 def _stages_text(summary: StudySummary) -> Text:
@@ -69,10 +68,10 @@ class OverviewScreen(RldiffScreen):
             yield Static(id="study")
             yield Static(id="stages")
             yield Static(Text("Top validated findings", style="bold"), id="findings-title")
-        yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="findings")
 
     def on_mount(self) -> None:
-        set_columns(self.query_one("#findings", DataTable), FINDING_COLUMNS, self.app.size.width)
+        self.query_one("#findings", RowTable).set_columns(FINDING_COLUMNS, self.app.size.width)
         super().on_mount()
 
     def reload(self) -> None:
@@ -100,16 +99,15 @@ class OverviewScreen(RldiffScreen):
             header.append(safe(summary.before, palette.before, max_chars=30))
             header.append(" → ")
             header.append(safe(summary.after, palette.after, max_chars=30))
-        body = Table.grid()
-        body.add_row(header)
-        body.add_row(_summary_table(summary, palette.before, palette.after))
-        self.query_one("#study", Static).update(body)
+        header.append("\n")
+        header.append_text(_summary_table(summary, palette.before, palette.after))
+        self.query_one("#study", Static).update(header)
         self.query_one("#stages", Static).update(_stages_text(summary))
         self._fill_findings(self._findings)
 
     def _fill_findings(self, findings: list[HypothesisRow]) -> None:
-        table = self.query_one("#findings", DataTable)
-        statement_width = set_columns(table, FINDING_COLUMNS, self.app.size.width)
+        table = self.query_one("#findings", RowTable)
+        statement_width = table.set_columns(FINDING_COLUMNS, self.app.size.width)
         for h in findings:
             table.add_row(
                 Text(str(h.hypothesis_id)),
@@ -122,13 +120,13 @@ class OverviewScreen(RldiffScreen):
         if not findings:
             self.query_one("#findings-title", Static).update(Text("Top validated findings: none yet", style="bold"))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self._open(event.row_key.value)
+    def on_row_table_row_selected(self, event: RowTable.RowSelected) -> None:
+        self._open(event.row_key)
 
     def action_open_finding(self) -> None:
-        table = self.query_one("#findings", DataTable)
+        table = self.query_one("#findings", RowTable)
         if table.row_count:
-            self._open(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+            self._open(table.row_keys[table.cursor_row])
 
     def action_reload(self) -> None:
         self.reload()

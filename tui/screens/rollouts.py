@@ -138,7 +138,7 @@ class RolloutsScreen(RldiffScreen):
             self.search = event.value.strip()
             self.reload()
 
-    def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
+    def on_row_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self.action_open_rollout()
 
     def action_open_rollout(self) -> None:
@@ -186,24 +186,30 @@ class RolloutViewerScreen(RldiffScreen):
             yield Transcript(id="main-transcript")
             yield Transcript(id="other-transcript")
 
-    async def on_mount(self) -> None:
+    def on_mount(self) -> None:
         self.query_one("#other-transcript").display = False
         super().on_mount()
         if self._loaded is not None:
-            await self.on_transcript_loaded(self._loaded)
+            self.on_transcript_loaded(self._loaded)
 
     def reload(self) -> None:
         self.run_query("transcript", load_transcript(self.rollout_key, self.side_by_side), lambda loaded: loaded)
 
-    async def on_transcript_loaded(self, message: TranscriptLoaded) -> None:
+    def show(self, rollout_key: int, segment_id: int | None, loaded: TranscriptLoaded) -> None:
+        """Show another rollout in this screen (the app reuses it), alone and with reasoning folded."""
+        self.rollout_key, self.segment_id = rollout_key, segment_id
+        self.side_by_side = self.expanded = False
+        self.on_transcript_loaded(loaded)
+
+    def on_transcript_loaded(self, message: TranscriptLoaded) -> None:
         self.counterparts = message.counterparts
         main = self.query_one("#main-transcript", Transcript)
         other = self.query_one("#other-transcript", Transcript)
         mark = self.palette.highlight_style(0.6)
-        await main.show(message.transcript, self.segment_id, mark=mark, expand_reasoning=self.expanded)
+        main.show(message.transcript, self.segment_id, mark=mark, expand_reasoning=self.expanded)
         other.display = self.side_by_side
         if self.side_by_side:
-            await other.show(message.other, expand_reasoning=self.expanded)
+            other.show(message.other, expand_reasoning=self.expanded)
         main.focus()
 
     def action_other_checkpoint(self) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from textual.widgets import DataTable
-
 Columns = Sequence[tuple[str, int | None]]  # (header, width); None = flexible
 
 
@@ -14,12 +12,3 @@ def flexible_width(columns: Columns, total_width: int, minimum: int = 12) -> int
     fixed = sum(w for _, w in columns if w) + 2 * len(columns) + 2
     flexible = sum(1 for _, w in columns if not w) or 1
     return max(minimum, (total_width - fixed) // flexible)
-
-
-def set_columns(table: DataTable, columns: Columns, total_width: int) -> int:
-    """Remove every row and column and add `columns` again; returns the flexible columns' width."""
-    width = flexible_width(columns, total_width)
-    table.clear(columns=True)
-    for header, fixed in columns:
-        table.add_column(header, width=fixed or width)
-    return width

@@ -1,36 +1,31 @@
-"""A DataTable filled a page at a time, so tables of any size open at once and scroll smoothly."""
+"""A table filled a page at a time, so tables of any size open at once and scroll smoothly."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable
 
-from tui.widgets.columns import Columns, set_columns
+from tui.widgets.columns import Columns
+from tui.widgets.row_table import RowTable
 
 
-class PagedTable(DataTable[Text]):
+class PagedTable(RowTable):
     """Holds the first rows of a result; asks for the next page (`MoreWanted`) when the cursor nears the end."""
 
     DEFAULT_CSS = """
     PagedTable { height: 1fr; }
     """
-    BINDINGS = [  # rows matter here, not columns: home/end go to the first/last row loaded
-        Binding("home", "scroll_top", "Top", show=False),
-        Binding("end", "scroll_bottom", "Bottom", show=False),
-    ]
 
     @dataclass
     class MoreWanted(Message):
         table: PagedTable
         offset: int
 
-    def __init__(self, *, margin: int = 40, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, margin: int = 40, id: str | None = None) -> None:
+        super().__init__(id=id)
         self.total = 0
         self._margin = margin
         self._requested = -1
@@ -44,19 +39,18 @@ class PagedTable(DataTable[Text]):
         Returns the width of the flexible columns."""
         self.total = total
         self._requested = -1
-        return set_columns(self, columns, width)
+        return self.set_columns(columns, width)
 
-    def add_page(self, rows: Iterable[tuple[str, list[Text]]], total: int) -> None:
+    def add_page(self, rows: Iterable[tuple[str, Sequence[Text]]], total: int) -> None:
         """Append `(key, cells)` rows."""
         self.total = total
-        for key, cells in rows:
-            self.add_row(*cells, key=key)
+        self.add_rows(rows)
 
     def want_more(self) -> None:
         if self.loaded < self.total and self._requested < self.loaded:
             self._requested = self.loaded
             self.post_message(self.MoreWanted(self, self.loaded))
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_row_table_row_highlighted(self, event: RowTable.RowHighlighted) -> None:
         if event.cursor_row >= self.loaded - self._margin:
             self.want_more()

@@ -1,21 +1,26 @@
 """A whole rollout as a scrollable transcript: roles styled, long parts folded, tool calls as highlighted JSON.
 
-One widget per message (not one per part): a long rollout mounts in a few dozen widgets, so it opens fast.
-A message's reasoning, a system prompt and a long tool result start folded; Enter on a focused message
-(Tab moves between messages) unfolds them, `e` unfolds every message's reasoning.
+Drawn with Textual's line API: every message is wrapped to the width once and its lines kept, so a rollout of
+any length opens without mounting a widget per message, and only the lines in view are drawn. A message's
+reasoning, a system prompt and a long tool result start folded; `tab`/`shift+tab` move between messages,
+`enter` folds or unfolds the current one, `e` (the viewer's key) unfolds every message's reasoning.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.highlighter import JSONHighlighter
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.reactive import reactive
-from textual.widgets import Static
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from tui.safe_text import clean, one_line, safe
 
@@ -71,33 +76,22 @@ def _fold(title: str, body: str, expanded: bool, preview: bool = False) -> Text:
     return text
 
 
-class MessageBlock(Static, can_focus=True):
-    """One message of a transcript. The segment being looked at (if it is in this message) is marked."""
+@dataclass
+class MessageBlock:
+    """One message of a transcript, and the segment being looked at when it is in this message."""
 
-    BINDINGS = [Binding("enter,space", "toggle", "Fold/unfold", show=False)]
-
-    expanded: reactive[bool] = reactive(False)
-
-    def __init__(self, message: MessageRow, focus: SegmentRow | None, mark: str, expanded: bool = False) -> None:
-        role = message.role if message.role in ("system", "user", "assistant", "tool") else "other"
-        super().__init__(classes=f"msg role-{role}" + (" is-error" if message.is_error else ""))
-        self.message = message
-        self.focus_part = focus
-        self.mark = mark
-        if focus is not None:
-            self.add_class("focus")
-        self.set_reactive(MessageBlock.expanded, expanded or (focus is not None and focus.kind == "reasoning"))
-        self.update(self._text())
+    message: MessageRow
+    focus_part: SegmentRow | None
+    mark: str
+    expanded: bool = False
 
     @property
     def has_reasoning(self) -> bool:
         return bool(self.message.reasoning)
 
-    def watch_expanded(self) -> None:
-        self.update(self._text())
-
-    def action_toggle(self) -> None:
-        self.expanded = not self.expanded
+    @property
+    def role(self) -> str:
+        return self.message.role if self.message.role in ("system", "user", "assistant", "tool") else "other"
 
     def _marked(self, text: Text, kind: str, part: int = 0) -> Text:
         focus = self.focus_part
@@ -105,7 +99,7 @@ class MessageBlock(Static, can_focus=True):
             text.stylize(self.mark)
         return text
 
-    def _text(self) -> Text:
+    def text(self) -> Text:
         m = self.message
         text = Text(f"{m.role} #{m.message_index}", style="bold", end="")
         if m.role == "tool":
@@ -123,7 +117,7 @@ class MessageBlock(Static, can_focus=True):
                 title = "system prompt" if m.role == "system" else "result"
                 parts.append(_fold(title, m.content, self.expanded, preview=True))
             else:
-                parts.append(self._marked(safe(m.content), "text"))
+                parts.append(self._marked(safe(m.content.strip("\n")), "text"))
         for i, call in enumerate(m.tool_calls):
             parts.append(self._marked(tool_call_text(call), "tool_call", i))
         for part in parts:
@@ -132,27 +126,60 @@ class MessageBlock(Static, can_focus=True):
         return text
 
 
-class Transcript(VerticalScroll):
-    """Shows one rollout; `show()` replaces what is shown."""
+BORDER = "▌ "  # a message's left edge, in its role's colour
+FOCUS_BORDER = "█ "  # the message holding the segment being looked at
 
+
+class Transcript(ScrollView, can_focus=True):
+    """Shows one rollout under a fixed header line; `show()` replaces what is shown."""
+
+    COMPONENT_CLASSES = {
+        "transcript--head",
+        "transcript--current",
+        "transcript--muted",
+        "transcript--user",
+        "transcript--assistant",
+        "transcript--system",
+        "transcript--tool",
+        "transcript--other",
+        "transcript--error",
+        "transcript--focus",
+    }
     DEFAULT_CSS = """
-    Transcript { height: 1fr; }
-    Transcript .head { background: $panel; padding: 0 1; height: 1; dock: top; }
-    Transcript .msg { padding: 0 1; margin: 0 0 1 0; border-left: wide $panel; height: auto; }
-    Transcript .msg:focus { background: $boost; }
-    Transcript .role-user { border-left: wide $secondary; }
-    Transcript .role-assistant { border-left: wide $primary; }
-    Transcript .role-system { border-left: wide $foreground-muted; color: $foreground-muted; }
-    Transcript .role-tool { border-left: wide $accent; color: $foreground-muted; }
-    Transcript .is-error { border-left: wide $error; }
-    Transcript .focus { border-left: thick $warning; }
+    Transcript {
+        height: 1fr;
+        & > .transcript--head { background: $panel; }
+        & > .transcript--current { background: $boost; }
+        &:focus > .transcript--current { background: $primary 15%; }
+        & > .transcript--muted { color: $foreground-muted; }
+        & > .transcript--user { color: $secondary; }
+        & > .transcript--assistant { color: $primary; }
+        & > .transcript--system { color: $foreground-muted; }
+        & > .transcript--tool { color: $accent; }
+        & > .transcript--other { color: $panel-lighten-2; }
+        & > .transcript--error { color: $error; }
+        & > .transcript--focus { color: $warning; }
+    }
     """
+    BINDINGS = [
+        Binding("tab", "next_message", "Next message", show=False),
+        Binding("shift+tab", "previous_message", "Previous message", show=False),
+        Binding("enter,space", "toggle", "Fold/unfold", show=False),
+    ]
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
         self.data: TranscriptData | None = None
+        self.blocks: list[MessageBlock] = []
+        self.current = 0
+        self._head: Text = Text()
+        self._rendered: list[list[Strip]] = []  # each block's lines at `_wrap`, without the border
+        self._lines: list[tuple[int, int]] = []  # (block, line within it); (-1, 0) separates two blocks
+        self._starts: list[int] = []  # each block's first line
+        self._wrap = 0
+        self._scroll_pending = False  # once laid out, scroll to the current message (the top if none is marked)
 
-    async def show(
+    def show(
         self,
         data: TranscriptData | None,
         focus_segment: int | None = None,
@@ -160,32 +187,128 @@ class Transcript(VerticalScroll):
         mark: str = "reverse",
         expand_reasoning: bool = False,
     ) -> None:
-        """Replace the transcript; scroll to the segment `focus_segment` (styled with `mark`) when given.
-        `data` is set once the new transcript is mounted."""
-        self.data = None
-        await self.remove_children()
-        if data is None:
-            await self.mount(Static(Text("no such rollout", style="italic")))
-            return
-        focus = next((s for s in data.segments if s.segment_id == focus_segment), None)
-        blocks = [
-            MessageBlock(
-                m,
-                focus if focus is not None and focus.message_index == m.message_index else None,
-                mark,
-                expanded=expand_reasoning and bool(m.reasoning),
-            )
-            for m in data.messages
-        ]
-        await self.mount_all([Static(transcript_header(data), classes="head"), *blocks])
+        """Replace the transcript; scroll to the segment `focus_segment` (styled with `mark`) when given."""
         self.data = data
-        target = next((b for b in blocks if b.focus_part is not None), None)
-        if target is not None:
-            self.call_after_refresh(self.scroll_to_widget, target, animate=False, top=True)
+        self.blocks = []
+        self.current = 0
+        if data is None:
+            self._head = Text("no such rollout", style="italic")
         else:
-            self.scroll_home(animate=False)
+            self._head = transcript_header(data)
+            focus = next((s for s in data.segments if s.segment_id == focus_segment), None)
+            for m in data.messages:
+                part = focus if focus is not None and focus.message_index == m.message_index else None
+                expanded = (expand_reasoning and bool(m.reasoning)) or (part is not None and part.kind == "reasoning")
+                self.blocks.append(MessageBlock(m, part, mark, expanded))
+            self.current = next((i for i, b in enumerate(self.blocks) if b.focus_part is not None), 0)
+        self._rendered = []
+        self._scroll_pending = True
+        self._layout()
 
     def set_reasoning(self, expanded: bool) -> None:
-        for block in self.query(MessageBlock):
-            if block.has_reasoning:
+        for number, block in enumerate(self.blocks):
+            if block.has_reasoning and block.expanded != expanded:
                 block.expanded = expanded
+                self._render_block(number)
+        self._layout()
+
+    # -- moving and folding ----------------------------------------------------------------------------------
+
+    def action_next_message(self) -> None:
+        if self.current + 1 < len(self.blocks):
+            self._move_to(self.current + 1)
+        else:
+            self.screen.focus_next()
+
+    def action_previous_message(self) -> None:
+        if self.current > 0:
+            self._move_to(self.current - 1)
+        else:
+            self.screen.focus_previous()
+
+    def action_toggle(self) -> None:
+        if self.blocks:
+            block = self.blocks[self.current]
+            block.expanded = not block.expanded
+            self._render_block(self.current)
+            self._layout()
+
+    def _move_to(self, number: int) -> None:
+        self.current = number
+        start, end = self._starts[number], self._starts[number] + len(self._rendered[number])
+        view = max(1, self.scrollable_content_region.height - 1)
+        if start < self.scroll_y or end - start > view:
+            self.scroll_to(y=start, animate=False, immediate=True, force=True)
+        elif end > self.scroll_y + view:
+            self.scroll_to(y=end - view, animate=False, immediate=True, force=True)
+        self.refresh()
+
+    # -- layout and drawing ----------------------------------------------------------------------------------
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._text_width() != self._wrap:
+            self._rendered = []
+            self._layout()
+
+    def _text_width(self) -> int:
+        """Lines wrap as if the scrollbar were there: it comes and goes with the length of what is shown."""
+        return max(10, self.size.width - self.styles.scrollbar_size_vertical - len(BORDER) - 1)
+
+    def _render_block(self, number: int) -> None:
+        if number < len(self._rendered):
+            console = self.app.console
+            options = console.options.update(width=self._wrap, no_wrap=False, overflow="fold", height=None)
+            lines = console.render_lines(self.blocks[number].text(), options, pad=False)
+            self._rendered[number] = [Strip(line) for line in lines]
+
+    def _layout(self) -> None:
+        """(Re)wrap what is not wrapped at the current width and lay the lines out."""
+        if self.size.width == 0:  # not laid out yet: on_resize will
+            return
+        self._wrap = self._text_width()
+        while len(self._rendered) < len(self.blocks):
+            self._rendered.append([])
+            self._render_block(len(self._rendered) - 1)
+        self._lines, self._starts = [], []
+        for number, lines in enumerate(self._rendered):
+            if number:
+                self._lines.append((-1, 0))
+            self._starts.append(len(self._lines))
+            self._lines.extend((number, i) for i in range(len(lines)))
+        self.virtual_size = Size(self._wrap + len(BORDER) + 1, len(self._lines) + 1)
+        if self._scroll_pending:
+            self._scroll_pending = False
+            marked = self.blocks and self.blocks[self.current].focus_part is not None
+            self.scroll_to(0, self._starts[self.current] if marked else 0, animate=False, immediate=True, force=True)
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        base = self.rich_style
+        if y == 0:
+            style = base + self.get_component_rich_style("transcript--head")
+            head = Text(" ", end="", no_wrap=True, overflow="ellipsis").append_text(self._head)
+            return Strip(head.render(self.app.console)).adjust_cell_length(width, style).apply_style(style)
+        index = round(self.scroll_y) + y - 1
+        if index >= len(self._lines) or self._lines[index][0] < 0:
+            return Strip.blank(width, base)
+        number, line = self._lines[index]
+        block = self.blocks[number]
+        style = base
+        if number == self.current and self.has_focus:
+            style += self.get_component_rich_style("transcript--current")
+        if block.role in ("system", "tool"):
+            style += self.get_component_rich_style("transcript--muted")
+        edge = "focus" if block.focus_part is not None else "error" if block.message.is_error else block.role
+        border = Segment(FOCUS_BORDER if edge == "focus" else BORDER, self._edge_style(edge))
+        strip = Strip.join([Strip([border]), self._rendered[number][line]])
+        return strip.adjust_cell_length(width, style).apply_style(style)
+
+    def _edge_style(self, edge: str) -> Style:
+        return Style(color=self.get_component_rich_style(f"transcript--{edge}").color)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()

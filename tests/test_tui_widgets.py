@@ -1,0 +1,170 @@
+"""The TUI's own widgets on their own: the row table, the transcript, text tables and the idle collector."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from engine.store.queries import MessageRow, RolloutRow, SegmentRow
+from engine.store.queries import Transcript as TranscriptData
+from tui import idle_gc
+from tui.widgets.row_table import RowTable
+from tui.widgets.text_table import text_table
+from tui.widgets.transcript import Transcript
+
+
+class TableApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int, str]] = []
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id="t")
+
+    def on_row_table_row_highlighted(self, event: RowTable.RowHighlighted) -> None:
+        self.events.append(("highlighted", event.cursor_row, event.row_key))
+
+    def on_row_table_row_selected(self, event: RowTable.RowSelected) -> None:
+        self.events.append(("selected", event.cursor_row, event.row_key))
+
+
+def fill(table: RowTable, n: int) -> None:
+    table.set_columns((("name", None), ("n", 5)), 30)
+    table.add_rows((f"k{i}", [Text(f"row {i} with a long name"), Text(str(i), justify="right")]) for i in range(n))
+
+
+async def test_row_table_lays_out_cells_and_moves_its_cursor() -> None:
+    app = TableApp()
+    async with app.run_test(size=(30, 12)) as pilot:
+        table = app.query_one(RowTable)
+        fill(table, 50)
+        await pilot.pause()
+        assert table.columns[0].width == 30 - (5 + 2 * 2 + 2)  # what the fixed column and padding leave
+        assert table.render_line(0).text.startswith(" name ")
+        first = table.render_line(1).text
+        assert first.startswith(" row 0 with a long …") and first.rstrip().endswith("     0")  # cut, right-justified
+        assert app.events == [("highlighted", 0, "k0")]  # the first rows put the cursor on row 0
+
+        table.focus()
+        await pilot.press("down", "down", "enter")
+        assert table.cursor_row == 2 and app.events[-1] == ("selected", 2, "k2")
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == 49 and table.scroll_y > 0  # scrolled to keep the cursor in view
+        assert table.render_line(table.size.height - 1).text.startswith(" row 49 ")
+        await pilot.press("home", "pagedown")
+        assert table.cursor_row == table.size.height - 1  # a page is the rows under the header
+        table.move_cursor(row=1000)
+        assert table.cursor_row == 49
+
+        table.update_row("k3", [Text("renamed"), Text("x")])
+        assert table.get_row_index("k3") == 3 and table.has_row("k3") and not table.has_row("k50")
+        with pytest.raises(ValueError, match="duplicate row key"):
+            table.add_row(Text("again"), Text(""), key="k3")
+
+
+async def test_row_table_keeps_its_rows_drawn_across_focus_and_style_changes() -> None:
+    """What makes switching screens cheap: a style change (focus, a screen coming back) redraws from the
+    strips made once per row, instead of rendering every cell again."""
+    app = TableApp()
+    async with app.run_test(size=(30, 12)) as pilot:
+        table = app.query_one(RowTable)
+        fill(table, 20)
+        await pilot.pause()
+        drawn = dict(table._strips)
+        assert len(drawn) >= 10  # the rows in view
+        table.focus()
+        await pilot.pause()
+        table.blur()
+        await pilot.pause()
+        assert all(table._strips[i] is strip for i, strip in drawn.items())
+        table.set_columns((("other", None),), 30)  # new columns: everything goes
+        assert table.row_count == 0 and not table._strips
+
+
+def transcript_data(n: int = 6) -> TranscriptData:
+    rollout = RolloutRow(7, "after", "r-7", "task-1", 0, 1.0, "held_out", n, n)
+    messages = [
+        MessageRow(
+            i,
+            "user" if i % 2 else "assistant",
+            f"message {i}: " + "lorem ipsum dolor sit amet " * 8 + f"END{i}",
+            "thinking about it " * 4 if i % 2 == 0 else None,
+            [],
+            None,
+            None,
+            False,
+        )
+        for i in range(n)
+    ]
+    segments = [SegmentRow(100 + i, i, 0, "text", None) for i in range(n)]
+    return TranscriptData(rollout, messages, segments)
+
+
+class TranscriptApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="t")
+
+
+async def test_transcript_wraps_to_its_width_and_folds_by_message() -> None:
+    app = TranscriptApp()
+    async with app.run_test(size=(50, 14)) as pilot:
+        transcript = app.query_one(Transcript)
+        transcript.show(transcript_data(), focus_segment=104)
+        transcript.focus()
+        await pilot.pause()
+        assert transcript.current == 4 and transcript.blocks[4].focus_part is not None
+        assert transcript.scroll_y == transcript._starts[4]  # opened at the marked segment
+        assert transcript.render_line(0).text.startswith(" after · task task-1")
+        drawn = [transcript.render_line(y).text for y in range(1, transcript.size.height)]
+        assert drawn[0].startswith("█ assistant #4")  # the marked message's edge
+        assert all(len(line.rstrip()) <= 50 - transcript.styles.scrollbar_size_vertical for line in drawn)
+        every = "".join(line.text for lines in transcript._rendered for line in lines)
+        assert all(f"END{i}" in every for i in range(6))  # wrapped, nothing cut
+
+        assert transcript.blocks[4].expanded is False
+        before = len(transcript._lines)
+        await pilot.press("enter")  # unfold the current message's reasoning
+        assert transcript.blocks[4].expanded and len(transcript._lines) > before
+        await pilot.press("shift+tab", "shift+tab")
+        assert transcript.current == 2
+        transcript.set_reasoning(True)
+        assert all(b.expanded for b in transcript.blocks if b.has_reasoning)
+        transcript.show(None)
+        await pilot.pause()
+        assert transcript.blocks == [] and "no such rollout" in transcript.render_line(0).text
+
+
+def test_text_table_aligns_columns() -> None:
+    table = text_table(
+        [("kind", "left"), ("before", "right"), ("q", "right")],
+        [("text", "12.0%", Text("0.01", style="bold")), ("reasoning", "3.5%", "—")],
+    )
+    assert table.plain.split("\n") == [
+        "kind      before    q",
+        "text       12.0% 0.01",
+        "reasoning   3.5%    —",
+    ]
+    assert any(span.style == "bold" for span in table.spans)
+
+
+def test_idle_collector_collects_only_when_the_keyboard_is_quiet() -> None:
+    collector = idle_gc.IdleCollector()
+    thresholds = gc.get_threshold()
+    try:
+        collector.start()
+        assert gc.get_threshold()[2] == idle_gc.OFF and gc.get_freeze_count() > 0
+        while gc.get_count()[2] == 0:  # push objects through the young generations
+            [[] for _ in range(1000)]
+        collector.input()
+        collector.tick()  # typing: the full collection waits
+        assert gc.get_count()[2] > 0
+        collector._last_input -= idle_gc.IDLE_SECONDS
+        collector.tick()
+        assert gc.get_count()[2] == 0
+    finally:
+        collector.stop()
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
