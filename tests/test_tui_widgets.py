@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 
 import pytest
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 
 from engine.store.queries import MessageRow, RolloutRow, SegmentRow
 from engine.store.queries import Transcript as TranscriptData
 from tui import idle_gc
+from tui.widgets.example_list import ExampleItem, ExampleList
 from tui.widgets.row_table import RowTable
 from tui.widgets.text_table import text_table
 from tui.widgets.transcript import Transcript
@@ -168,3 +170,31 @@ def test_idle_collector_collects_only_when_the_keyboard_is_quiet() -> None:
     finally:
         collector.stop()
     assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+
+
+class ExamplesApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield ExampleList(id="e")
+
+    def on_example_list_selected(self, event: ExampleList.Selected) -> None:
+        self.selected.append(event.key)
+
+
+async def test_example_list_moves_between_examples_and_selects_one() -> None:
+    app = ExamplesApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        examples = app.query_one(ExampleList)
+        examples.show(
+            [ExampleItem(f"s{i}", Text(f"example {i}\n" + "word " * 12), Style(color="red")) for i in range(5)]
+        )
+        examples.focus()
+        await pilot.press("down", "down", "up", "down", "enter")
+        assert examples.current == 2 and app.selected == ["s2"]
+        assert examples.render_line(0).text.startswith("▌ example 0")  # each block on its own lines, edged
+        examples.show([], empty="no stored examples")
+        await pilot.press("enter")
+        assert app.selected == ["s2"] and "no stored examples" in examples.render_line(0).text

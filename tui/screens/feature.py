@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import ContentSwitcher, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import ContentSwitcher, Static
 
 from tui import keymap
 from tui.messages import FeatureLoaded
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
+from tui.widgets.example_list import ExampleItem, ExampleList
 from tui.widgets.text_table import text_table
 from tui.widgets.token_text import highlighted_tokens
 
@@ -118,7 +119,7 @@ class FeatureScreen(RldiffScreen):
         """Show another feature in this screen (the app reuses it), from the examples tab."""
         self.feature_id, self.kind = feature_id, kind
         self.action_show_tab("examples")
-        self.query_one("#examples", OptionList).highlighted = None
+        self.query_one(ExampleList).current = 0
         self.on_feature_loaded(loaded)
 
     def compose_body(self) -> ComposeResult:
@@ -126,7 +127,7 @@ class FeatureScreen(RldiffScreen):
         yield Static(id="feature-stats")
         yield Static(_tab_line("examples"), id="feature-tab-line")
         with ContentSwitcher(initial="examples", id="feature-tabs"):
-            yield OptionList(id="examples")
+            yield ExampleList(id="examples")
             with VerticalScroll(id="tasks"):
                 yield Static(id="feature-tasks")
 
@@ -136,7 +137,7 @@ class FeatureScreen(RldiffScreen):
     def on_feature_loaded(self, message: FeatureLoaded) -> None:
         self.detail = message.detail
         self.restyle()
-        self.query_one("#examples", OptionList).focus()
+        self.query_one(ExampleList).focus()
 
     def restyle(self) -> None:
         detail = self.detail
@@ -160,10 +161,9 @@ class FeatureScreen(RldiffScreen):
         head.update(title)
         self.query_one("#feature-stats", Static).update(stats_table(detail, palette))
         self._show_tasks()
-        options = self.query_one("#examples", OptionList)
-        highlighted = options.highlighted
+        examples = self.query_one(ExampleList)
         window = max(40, self.app.size.width - 6) * 2
-        shown: list[Option] = []
+        shown: list[ExampleItem] = []
         for e in detail.examples:
             s = e.segment
             style = palette.after if s.checkpoint == self.rldiff.compared[1] else palette.before
@@ -173,12 +173,8 @@ class FeatureScreen(RldiffScreen):
             )
             flat = s.text.translate(_ONE_LINE)  # same length, so token offsets still hold
             line.append_text(highlighted_tokens(flat, e.tokens, palette, window=window))
-            shown.append(Option(line, id=str(s.segment_id)))
-        options.set_options(
-            shown or [Option(Text("no stored examples for this feature", style="italic"), disabled=True)]
-        )
-        if detail.examples:
-            options.highlighted = highlighted if highlighted is not None and highlighted < len(detail.examples) else 0
+            shown.append(ExampleItem(str(s.segment_id), line, Style.parse(style)))
+        examples.show(shown, empty="no stored examples for this feature", current=examples.current)
 
     def _show_tasks(self) -> None:
         """Fill the per-task tab, when it is the one shown (a study can have thousands of tasks)."""
@@ -200,9 +196,9 @@ class FeatureScreen(RldiffScreen):
         self.query_one(f"#{tab}").focus()
         self._show_tasks()
 
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        if self.detail is None or event.option_id is None:
+    def on_example_list_selected(self, event: ExampleList.Selected) -> None:
+        if self.detail is None:
             return
         for e in self.detail.examples:
-            if str(e.segment.segment_id) == event.option_id:
+            if str(e.segment.segment_id) == event.key:
                 self.rldiff.open_rollout(e.segment.rollout_key, segment_id=e.segment.segment_id)
