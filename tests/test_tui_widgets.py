@@ -116,8 +116,11 @@ async def test_transcript_wraps_to_its_width_and_folds_by_message() -> None:
     async with app.run_test(size=(50, 14)) as pilot:
         transcript = app.query_one(Transcript)
         transcript.show(transcript_data(), focus_segment=104)
+        # only the blocks in view are wrapped before the first frame; the rest right after it
+        assert transcript._rendered[4] is not None and transcript._rendered[0] is None
         transcript.focus()
         await pilot.pause()
+        assert None not in transcript._rendered
         assert transcript.current == 4 and transcript.blocks[4].focus_part is not None
         assert transcript.scroll_y == transcript._starts[4]  # opened at the marked segment
         assert transcript.render_line(0).text.startswith(" after · task task-1")
@@ -128,9 +131,9 @@ async def test_transcript_wraps_to_its_width_and_folds_by_message() -> None:
         assert all(f"END{i}" in every for i in range(6))  # wrapped, nothing cut
 
         assert transcript.blocks[4].expanded is False
-        before = len(transcript._lines)
+        before = transcript.virtual_size.height
         await pilot.press("enter")  # unfold the current message's reasoning
-        assert transcript.blocks[4].expanded and len(transcript._lines) > before
+        assert transcript.blocks[4].expanded and transcript.virtual_size.height > before
         await pilot.press("shift+tab", "shift+tab")
         assert transcript.current == 2
         transcript.set_reasoning(True)

@@ -1,11 +1,16 @@
 """A scrolling list of text blocks (messages, examples), drawn with Textual's line API.
 
 Each block is wrapped to the width once and its lines kept, so a list of any length shows without mounting a
-widget per block, and only the lines in view are drawn. One block is current (shaded while the list has
-focus, scrolled into view when it changes). Every line starts with the block's edge, a coloured bar.
+widget per block, and only the lines in view are drawn. The blocks in view are wrapped before the first frame;
+the others get an estimated height and are wrapped right after it (the view stays on the same text when
+their real heights arrive). One block is current (shaded while the list has focus, scrolled into view when
+it changes). Every line starts with the block's edge, a coloured bar.
 """
 
 from __future__ import annotations
+
+import math
+from bisect import bisect_right
 
 from rich.segment import Segment
 from rich.style import Style
@@ -39,12 +44,12 @@ class BlockList(ScrollView, can_focus=True):
         self.current = 0
         self._head: Text | None = None  # a fixed first line, when set
         self._count = 0
-        self._rendered: list[list[Strip]] = []  # each block's lines at `_wrap`, without the edge
-        self._lines: list[tuple[int, int]] = []  # (block, line within it); (-1, 0) separates two blocks
+        self._texts: list[Text | None] = []  # each block's text, once asked for
+        self._rendered: list[list[Strip] | None] = []  # each block's lines at `_wrap` (None: not yet wrapped)
+        self._heights: list[int] = []  # lines per block: real once wrapped, estimated before
         self._starts: list[int] = []  # each block's first line
         self._wrap = 0
-        self._scroll_pending = False  # once laid out, scroll to `_scroll_target` (a block, or None: the top)
-        self._scroll_target: int | None = None
+        self._scroll_target: int | None = None  # once laid out, scroll to this block (-1: the top)
 
     # -- what subclasses provide -----------------------------------------------------------------------------
 
@@ -65,14 +70,14 @@ class BlockList(ScrollView, can_focus=True):
         """Show `count` new blocks under `head`, with `current` current; scroll to it (else to the top)."""
         self._head, self._count = head, count
         self.current = min(current, max(0, count - 1))
-        self._rendered = []
-        self._scroll_pending, self._scroll_target = True, self.current if scroll_to else None
+        self._texts, self._rendered = [None] * count, [None] * count
+        self._scroll_target = self.current if scroll_to else -1
         self._layout()
 
     def rewrap(self, *indexes: int) -> None:
-        """Wrap these blocks again (their text changed) and lay the list out."""
+        """Wrap these blocks again (their text changed) and lay the list out, keeping the view in place."""
         for index in indexes:
-            self._wrap_block(index)
+            self._texts[index] = self._rendered[index] = None
         self._layout()
 
     @property
@@ -87,8 +92,8 @@ class BlockList(ScrollView, can_focus=True):
             return
         self.current = index
         if index < len(self._starts):
-            start, end = self._starts[index], self._starts[index] + len(self._rendered[index])
-            view = max(1, self.scrollable_content_region.height - self._top_lines)
+            start, end = self._starts[index], self._starts[index] + self._heights[index]
+            view = self._view_lines
             if start < self.scroll_y or end - start > view:
                 self.scroll_to(y=start, animate=False, immediate=True, force=True)
             elif end > self.scroll_y + view:
@@ -101,15 +106,19 @@ class BlockList(ScrollView, can_focus=True):
     def action_previous_block(self) -> None:
         self.move_to(self.current - 1)
 
-    # -- layout and drawing ----------------------------------------------------------------------------------
+    # -- layout ----------------------------------------------------------------------------------------------
 
     @property
     def _top_lines(self) -> int:
         return 0 if self._head is None else 1
 
+    @property
+    def _view_lines(self) -> int:
+        return max(1, self.scrollable_content_region.height - self._top_lines)
+
     def on_resize(self, event: events.Resize) -> None:
         if self._text_width() != self._wrap:
-            self._rendered = []
+            self._rendered = [None] * self._count
             self._layout()
 
     def on_focus(self) -> None:
@@ -122,35 +131,89 @@ class BlockList(ScrollView, can_focus=True):
         """Lines wrap as if the scrollbar were there: it comes and goes with the length of what is shown."""
         return max(10, self.size.width - self.styles.scrollbar_size_vertical - len(EDGE) - 1)
 
+    def _text(self, index: int) -> Text:
+        text = self._texts[index]
+        if text is None:
+            text = self._texts[index] = self.block_text(index)
+        return text
+
     def _wrap_block(self, index: int) -> None:
-        if index < len(self._rendered):
-            console = self.app.console
-            options = console.options.update(width=self._wrap, no_wrap=False, overflow="fold", height=None)
-            self._rendered[index] = [
-                Strip(line) for line in console.render_lines(self.block_text(index), options, pad=False)
-            ]
+        console = self.app.console
+        options = console.options.update(width=self._wrap, no_wrap=False, overflow="fold", height=None)
+        lines = console.render_lines(self._text(index), options, pad=False)
+        self._rendered[index] = [Strip(line) for line in lines]
+
+    def _estimate(self, index: int) -> int:
+        """Lines a block will wrap to, near enough to size the scrollbar until it is wrapped."""
+        return sum(max(1, math.ceil(len(line) / self._wrap)) for line in self._text(index).plain.split("\n"))
+
+    def _place(self) -> None:
+        """Heights (real or estimated) to starts, and the list's virtual size."""
+        self._heights = [len(r) if r is not None else self._estimate(i) for i, r in enumerate(self._rendered)]
+        gap = 1 if self.SEPARATED else 0
+        self._starts, line = [], 0
+        for height in self._heights:
+            self._starts.append(line)
+            line += height + gap
+        total = line - gap if self._count else 0
+        self.virtual_size = Size(self._wrap + len(EDGE) + 1, total + self._top_lines)
+
+    def _block_at(self, line: int) -> int:
+        return max(0, bisect_right(self._starts, line) - 1)
 
     def _layout(self) -> None:
-        """Wrap what is not wrapped at the current width and lay the lines out."""
+        """Wrap the blocks in view, place every block, and wrap the rest after the next frame."""
         if self.size.width == 0:  # not laid out yet: on_resize will
             return
-        self._wrap = self._text_width()
-        while len(self._rendered) < self._count:
-            self._rendered.append([])
-            self._wrap_block(len(self._rendered) - 1)
-        self._lines, self._starts = [], []
-        for index, lines in enumerate(self._rendered):
-            if index and self.SEPARATED:
-                self._lines.append((-1, 0))
-            self._starts.append(len(self._lines))
-            self._lines.extend((index, i) for i in range(len(lines)))
-        self.virtual_size = Size(self._wrap + len(EDGE) + 1, len(self._lines) + self._top_lines)
-        if self._scroll_pending:
-            self._scroll_pending = False
-            target = self._scroll_target
-            top = self._starts[target] if target is not None and target < len(self._starts) else 0
-            self.scroll_to(0, top, animate=False, immediate=True, force=True)
+        wrap = self._text_width()
+        if wrap != self._wrap:
+            self._wrap, self._rendered = wrap, [None] * self._count
+        anchor = self._anchor()
+        self._place()
+        top = self._restore(anchor)
+        first, seen = self._block_at(top), 0
+        for index in range(first, self._count):  # the view, from its first block down
+            if self._rendered[index] is None:
+                self._wrap_block(index)
+            seen += len(self._rendered[index] or ())
+            if seen >= top - self._starts[first] + self._view_lines:
+                break
+        self._place()
+        self._restore(anchor)
         self.refresh()
+        if any(r is None for r in self._rendered):
+            self.call_after_refresh(self._complete)
+
+    def _complete(self) -> None:
+        """Wrap the blocks out of view, keeping the view on the same text."""
+        if self.size.width == 0 or all(r is not None for r in self._rendered):
+            return
+        anchor = self._anchor()
+        for index, lines in enumerate(self._rendered):
+            if lines is None:
+                self._wrap_block(index)
+        self._place()
+        self._restore(anchor)
+        self.refresh()
+
+    def _anchor(self) -> tuple[int, int]:
+        """What the view shows at its top, as (block, line within it), to find it again after a layout."""
+        target, self._scroll_target = self._scroll_target, None
+        if target is not None:
+            return (target, 0) if target >= 0 else (0, 0)
+        if not self._starts:
+            return (0, 0)
+        top = round(self.scroll_y)
+        block = self._block_at(top)
+        return block, top - self._starts[block]
+
+    def _restore(self, anchor: tuple[int, int]) -> int:
+        block, line = anchor
+        top = self._starts[block] + line if block < len(self._starts) else 0
+        self.scroll_to(0, top, animate=False, immediate=True, force=True)
+        return top
+
+    # -- drawing ---------------------------------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -159,13 +222,15 @@ class BlockList(ScrollView, can_focus=True):
             style = base + self.get_component_rich_style("block-list--head")
             head = Text(" ", end="", no_wrap=True).append_text(self._head)
             return Strip(head.render(self.app.console)).adjust_cell_length(width, style).apply_style(style)
-        index = self.scroll_offset.y + y - self._top_lines
-        if index >= len(self._lines) or self._lines[index][0] < 0:
+        line_no = self.scroll_offset.y + y - self._top_lines
+        block = self._block_at(line_no)
+        lines = self._rendered[block] if block < self._count else None
+        line = line_no - self._starts[block] if self._starts else 0
+        if lines is None or not 0 <= line < len(lines):  # a gap, past the end, or wrapped after this frame
             return Strip.blank(width, base)
-        block, line = self._lines[index]
         style = base + self.block_style(block)
         if block == self.current and self.has_focus:
             style += self.get_component_rich_style("block-list--current")
         edge, edge_style = self.block_edge(block)
-        strip = Strip.join([Strip([Segment(edge, edge_style)]), self._rendered[block][line]])
+        strip = Strip.join([Strip([Segment(edge, edge_style)]), lines[line]])
         return strip.adjust_cell_length(width, style).apply_style(style)
