@@ -83,3 +83,13 @@ def test_snippets_are_single_line_and_free_of_control_characters() -> None:
     start = text.index("refund")
     shown = snippet(Example(text, "text", [(start, start + 6, 1.0)]))
     assert "⟦refund⟧" in shown and "\n" not in shown and "\x1b" not in shown and "\x07" not in shown
+
+
+def test_ngrams_of_only_numbers_ids_and_stopwords_are_not_labels() -> None:
+    examples = [example(f"Departs at {h}:00 on May {d}, flight HAT0{d}.", "at") for h, d in ((9, 12), (15, 14))]
+    examples += [example(f"Arrives at {h}:30 on May {d}.", "at") for h, d in ((11, 3), (8, 21))]
+    _, grams = label_of(examples)
+    assert grams and all(
+        any(c.isalpha() and w not in ("at", "on", "<id>") for w in g.split() for c in w) for g in grams
+    )
+    assert "# # at" not in grams and "at #" not in grams

@@ -4,7 +4,8 @@ For each feature, the words under its strongly activating tokens (at least half 
 top-activating segments, with one word of context either side, give candidate n-grams (1 to 3 words).
 Each candidate is scored by how much more often it appears in those contexts than in the corpus
 (share x log of share over corpus share: a weighted lift), so words common everywhere ("the", "your")
-lose to words specific to the feature. The label names the kind of segment the feature lives in and up to
+lose to words specific to the feature. An n-gram must hold an informative word (not only stopwords,
+numbers, ids or symbols). The label names the kind of segment the feature lives in and up to
 three distinctive n-grams; the snippets show the strongest activation in context.
 """
 
@@ -84,9 +85,15 @@ def context_ngrams(example: Example) -> set[tuple[str, ...]]:
             if first < 0 or span[-1] >= len(ws) or not hot & set(span):
                 continue
             gram = tuple(ws[j][0] for j in span)
-            if not all(w in _STOPWORDS for w in gram):
+            if any(_informative(w) for w in gram):
                 found.add(gram)
     return found
+
+
+def _informative(word: str) -> bool:
+    """A word a reader learns something from: not a stopword, a number ("#"), an id or a symbol. An n-gram
+    needs one ("$ # per" tells of prices per something; "# # at" or "$ #" alone tell little)."""
+    return word not in _STOPWORDS and word != "<id>" and _LETTERS.search(word) is not None
 
 
 def ngram_set(text: str) -> set[tuple[str, ...]]:
