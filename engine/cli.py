@@ -77,12 +77,21 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
     llm = AnalyzeConfig.default_llm() if args.llm is None else (None if args.llm == "none" else args.llm)
     if not 0 < args.holdout < 1:
         raise InputError(f"--holdout: expected a fraction between 0 and 1, got {args.holdout}")
+    sae_options = {"--sae-width": args.sae_width, "--sae-k": args.sae_k, "--sae-steps": args.sae_steps}
+    given = [name for name, value in sae_options.items() if value is not None]
+    if given and args.sae != "train":
+        raise InputError(f"{', '.join(given)}: only with --sae train (the SAE given by --sae {args.sae} has its size)")
+    if args.sae_width is not None and args.sae_k is not None and args.sae_k > args.sae_width:
+        raise InputError(f"--sae-k {args.sae_k}: more active latents than the {args.sae_width} of --sae-width")
     return AnalyzeConfig(
         before=getattr(args, "before", None),
         after=getattr(args, "after", None),
         reader=args.reader,
         layer=args.layer,
         sae=args.sae,
+        sae_width=args.sae_width,
+        sae_k=args.sae_k,
+        sae_steps=args.sae_steps,
         llm=llm,
         holdout=args.holdout,
         seed=args.seed,
@@ -254,6 +263,17 @@ def _existing(path: str) -> str:
 # -- parser -------------------------------------------------------------------------------------------------
 
 
+def _positive(value: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number above 0, got {value!r}")
+    return number
+
+
 def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = True) -> None:
     from engine.config import DEFAULT_READER
 
@@ -268,6 +288,15 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
     )
     group.add_argument("--layer", type=int, help="hidden layer the SAE reads (default: per reader)")
     group.add_argument("--sae", default="train", help="'train' (default), a local sae-lens folder, or RELEASE/SAE_ID")
+    group.add_argument(
+        "--sae-width", type=_positive, metavar="N", help="--sae train: latents (default: sized from the data)"
+    )
+    group.add_argument(
+        "--sae-k", type=_positive, metavar="K", help="--sae train: active latents per token (default 16)"
+    )
+    group.add_argument(
+        "--sae-steps", type=_positive, metavar="N", help="--sae train: training steps (default: sized from the data)"
+    )
     group.add_argument(
         "--llm",
         help="Claude model id, or 'none' for the offline path "

@@ -19,6 +19,9 @@ class AnalyzeConfig:
     reader: str = DEFAULT_READER  # transformers id, local folder, or the embedded default
     layer: int | None = None  # None = the reader's default layer
     sae: str = "train"  # 'train' | local folder | RELEASE/SAE_ID
+    sae_width: int | None = None  # --sae train: latents (None: sized from the data)
+    sae_k: int | None = None  # --sae train: active latents per token (None: the device's default)
+    sae_steps: int | None = None  # --sae train: training steps (None: sized from the data)
     llm: str | None = None  # model id, or None for the offline path
     holdout: float = 0.5  # share of tasks (or rollouts within task) held out for validation
     seed: int = 0

@@ -14,6 +14,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.features import stage
 from engine.features.reader import Reader
+from engine.features.sae import steps_for, width_for
 from engine.features.settings import FeatureSettings
 from engine.progress import NullProgress
 from engine.store import Store
@@ -163,3 +164,22 @@ def test_tau2_hand_off_is_found_as_a_significant_decrease(tau2_store: Store, rea
     for kind in ("any", "text", "tool_call"):
         row = rows.filter(pl.col("kind") == kind).row(0, named=True)
         assert row["tested"] and row["q_value"] < 0.05 and row["delta"] < 0 and row["ci_high"] < 0, row
+
+
+def test_sae_options_reach_the_settings_and_are_checked() -> None:
+    from engine.cli import _analyze_config, build_parser
+
+    def config(*options: str) -> AnalyzeConfig:
+        return _analyze_config(build_parser().parse_args(["analyze", "study.duckdb", *options]))
+
+    given = config("--sae-width", "128", "--sae-k", "8", "--sae-steps", "50")
+    settings = FeatureSettings().with_sae(given.sae_width, given.sae_k, given.sae_steps)
+    assert (settings.sae_width, settings.sae_k, settings.sae_steps) == (128, 8, 50)
+    assert (width_for(10**6, 384, settings), steps_for(10**6, settings)) == (128, 50)
+    assert FeatureSettings().with_sae(None, None, None) == FeatureSettings()  # not given: the defaults
+    with pytest.raises(InputError, match="only with --sae train"):
+        config("--sae", "some/folder", "--sae-k", "8")
+    with pytest.raises(InputError, match="more active latents"):
+        config("--sae-width", "64", "--sae-k", "128")
+    with pytest.raises(SystemExit):
+        config("--sae-steps", "0")

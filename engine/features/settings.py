@@ -1,9 +1,10 @@
-"""Knobs of the feature engine that are not part of the CLI: sizes, budgets and thresholds, with defaults per
-device. `FeatureSettings.for_device` picks them; tests and benchmarks pass their own."""
+"""Knobs of the feature engine: sizes, budgets and thresholds, with defaults per device.
+`FeatureSettings.for_device` picks them, `with_sae` applies the CLI's SAE options; tests and benchmarks pass
+their own."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 
@@ -45,6 +46,11 @@ class FeatureSettings:
                 encode_tokens=32768,
             )
         return cls()
+
+    def with_sae(self, width: int | None, k: int | None, steps: int | None) -> FeatureSettings:
+        """These settings with the SAE's size and training steps where given (`--sae-width/-k/-steps`)."""
+        given = {"sae_width": width, "sae_k": k, "sae_steps": steps}
+        return replace(self, **{name: value for name, value in given.items() if value is not None})
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -68,9 +68,10 @@ _SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpo
 
 
 def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress: Progress) -> int:
-    """Pipeline entry point: settings from the device, then `extract`."""
+    """Pipeline entry point: settings from the device and the SAE options, then `extract`."""
     device = resolve_device(config.device)
-    return extract(store, config, rng, progress, FeatureSettings.for_device(device), device)
+    settings = FeatureSettings.for_device(device).with_sae(config.sae_width, config.sae_k, config.sae_steps)
+    return extract(store, config, rng, progress, settings, device)
 
 
 def extract(
