@@ -15,7 +15,9 @@
    k=16, random weights: the cost does not depend on them), per-segment maxima reduced as in the stage,
    run right after each optimised run of (1): the median share of that run's reader time.
 3. Peak memory of the whole stage (`engine.features.stage.extract`: read, cache, train, encode, write) on
-   synthetic stores of N segments, each run in a fresh process. To keep the run short the reader window is
+   synthetic stores of N segments: each store is built in one fresh process and the stage runs in another, so
+   the peak is the stage's own; the largest resident memory of each phase tells which one sets it. To keep
+   the run short the reader window is
    16 tokens, texts are 8-12 random words, the reader stops after its first block and the SAE trains for
    50 steps; the streaming code paths are the ones the default configuration uses.
 """
@@ -28,8 +30,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,33 +180,79 @@ def peak_rss_mib() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def memory_child(n_segments: int) -> None:
-    """Run in a fresh process: build the store, run the stage, print peak RSS (MiB) and timings as JSON."""
-    from engine.config import AnalyzeConfig
-    from engine.features.stage import extract
-    from engine.progress import NullProgress
+class PhaseMemory:
+    """A Progress that samples resident memory every 20 ms and keeps the largest per tracked phase (what runs
+    between phases counts as 'between'): which part of the stage sets the peak."""
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "s.duckdb"
-        synthetic_store(path, n_segments, seed=0)
-        built = peak_rss_mib()
-        settings = FeatureSettings(max_tokens=16, context_tokens=4, sae_steps=50, max_train_tokens=50_000)
-        config = AnalyzeConfig(before="before", after="after", layer=0, device="cpu")
+    def __init__(self) -> None:
+        self.phase = "between"
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
+        while not self._stop.wait(0.02):
+            rss = int(Path("/proc/self/statm").read_text().split()[1]) * page_mib
+            self.peaks[self.phase] = max(self.peaks.get(self.phase, 0.0), rss)
+
+    @contextmanager
+    def track(self, description: str, total: int | None) -> Iterator[Callable[..., None]]:
+        self.phase = description
+        try:
+            yield lambda n=1, *, status=None: None
+        finally:
+            self.phase = "between"
+
+    def phase_of(self, name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        """`fn`, counted as phase `name` (for the stage's steps that report no progress of their own)."""
+
+        def wrapped(*args: object, **kwargs: object) -> object:
+            with self.track(name, None):
+                return fn(*args, **kwargs)
+
+        return wrapped
+
+    def close(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join()
+        return {phase: round(mib) for phase, mib in self.peaks.items()}
+
+
+def memory_child(path: Path) -> None:
+    """Run in a fresh process on a store built by another: run the stage, print the peak RSS (MiB) before it
+    (the libraries imported, the store open) and during it, and timings, as JSON."""
+    from engine.config import AnalyzeConfig
+    from engine.features import stage
+
+    settings = FeatureSettings(max_tokens=16, context_tokens=4, sae_steps=50, max_train_tokens=50_000)
+    config = AnalyzeConfig(before="before", after="after", layer=0, device="cpu")
+    with Store(path) as store:
+        import engine.features.reader  # noqa: F401  (torch and transformers: counted in `ready`)
+
+        ready = peak_rss_mib()
         started = time.perf_counter()
-        with Store(path) as store:
-            extract(store, config, np.random.default_rng(0), NullProgress(), settings, "cpu")
-            m = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'features'"))
-            rows = store.scalar("SELECT count(*) FROM segment_features")
-        peak = peak_rss_mib()
-    print(json.dumps({"segments": n_segments, "peak_mib": round(peak), "after_store_build_mib": round(built),
-                      "seconds": round(time.perf_counter() - started, 1), "reader_tokens": m["reader_tokens"],
-                      "segment_features": rows}))  # fmt: skip
+        phases = PhaseMemory()
+        for step in ("_top_examples", "_example_tokens", "_labels", "_write_structural", "_publish"):
+            setattr(stage, step, phases.phase_of(step.strip("_").replace("_", " "), getattr(stage, step)))
+        stage.extract(store, config, np.random.default_rng(0), phases, settings, "cpu")
+        seconds = time.perf_counter() - started
+        by_phase = phases.close()
+        m = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'features'"))
+        rows = store.scalar("SELECT count(*) FROM segment_features")
+    print(json.dumps({"peak_mib": round(peak_rss_mib()), "ready_mib": round(ready), "seconds": round(seconds, 1),
+                      "reader_tokens": m["reader_tokens"], "segment_features": rows,
+                      "peak_by_phase_mib": by_phase}))  # fmt: skip
 
 
 def peak_memory(n_segments: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--memory-child", str(n_segments)], capture_output=True,
-                         text=True, check=True)  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """Build a store of `n_segments` in one fresh process, run the stage on it in another."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.duckdb"
+        for flag, value in (("--build-store", f"{n_segments}:{path}"), ("--memory-child", str(path))):
+            out = subprocess.run([sys.executable, __file__, flag, value], capture_output=True, text=True, check=True)
+        return {"segments": n_segments, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 def main() -> None:
@@ -211,8 +261,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--memory", default="10000,100000")
     parser.add_argument("--skip-memory", action="store_true")
-    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--build-store", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.build_store:
+        n, path = args.build_store.split(":", 1)
+        synthetic_store(Path(path), int(n), seed=0)
+        return
     if args.memory_child:
         memory_child(args.memory_child)
         return
@@ -245,9 +300,13 @@ def main() -> None:
         print("3. peak memory of the stage (fresh process each):")
         for n in (int(x) for x in args.memory.split(",")):
             r = peak_memory(n)
-            print(f"   {n:>7,} segments: peak {r['peak_mib']:,} MiB (after building the store: "
-                  f"{r['after_store_build_mib']:,} MiB), {r['seconds']}s, {r['reader_tokens']:,} tokens, "
+            print(f"   {n:>7,} segments: peak {r['peak_mib']:,} MiB (before the stage, libraries loaded: "
+                  f"{r['ready_mib']:,} MiB), {r['seconds']}s, {r['reader_tokens']:,} tokens, "
                   f"{r['segment_features']:,} segment features")  # fmt: skip
+            print(
+                "     largest resident memory by phase (MiB): "
+                + ", ".join(f"{phase} {mib:,}" for phase, mib in r["peak_by_phase_mib"].items())
+            )
 
 
 if __name__ == "__main__":

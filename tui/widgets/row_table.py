@@ -30,6 +30,19 @@ class Column:
     width: int
 
 
+@dataclass
+class RowMessage(Message):
+    """About one row of a table: which table, the row's position and its key."""
+
+    table: RowTable
+    cursor_row: int
+    row_key: str
+
+    @property
+    def control(self) -> RowTable:
+        return self.table
+
+
 class RowTable(ScrollView, can_focus=True):
     """Rows of cells under a fixed header, one row under a cursor. Rows are addressed by string keys."""
 
@@ -66,29 +79,11 @@ class RowTable(ScrollView, can_focus=True):
         Binding("end", "last_row", "Last row", show=False),
     ]
 
-    @dataclass
-    class RowHighlighted(Message):
+    class RowHighlighted(RowMessage):
         """The cursor moved to a row (or the first rows arrived under it)."""
 
-        table: RowTable
-        cursor_row: int
-        row_key: str
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
-
-    @dataclass
-    class RowSelected(Message):
+    class RowSelected(RowMessage):
         """Enter on a row."""
-
-        table: RowTable
-        cursor_row: int
-        row_key: str
-
-        @property
-        def control(self) -> RowTable:
-            return self.table
 
     def __init__(self, *, zebra_stripes: bool = True, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
