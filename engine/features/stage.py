@@ -47,6 +47,7 @@ from engine.features.sae import (
     train_sae,
 )
 from engine.features.settings import FeatureSettings
+from engine.features.thresholds import strong_activations
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.store import Store
@@ -396,11 +397,7 @@ def _write_sae_features(
     finally:
         cursor.close()
     metrics["encode_seconds"] = round(time.perf_counter() - started, 2)
-    stats = store.frame(
-        f"SELECT feature_id, quantile_cont(activation, 0.99) AS p99 FROM {staging}.segment_features "
-        "WHERE feature_id >= ? AND feature_id < ? GROUP BY feature_id ORDER BY feature_id",
-        [base, base + d_sae],
-    )
+    stats = strong_activations(store, f"{staging}.segment_features", base, base + d_sae)
     examples = _top_examples(store, staging, base, d_sae, settings.top_examples)
     tokens = _example_tokens(sae, cache, index, examples, base, settings)
     examples = examples.with_columns(pl.Series("tokens", [json.dumps(t) for t in tokens], dtype=pl.String))
