@@ -39,10 +39,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:
     from engine.ingest import ingest_file, resolve_formats
-    from engine.progress import RichBar
+    from engine.progress import for_terminal
 
     for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
-        result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=RichBar(err))
+        result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err))
         if result.already_ingested:
             err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
             continue
@@ -103,9 +103,9 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
 
 def run_analysis(store: Store, args: argparse.Namespace) -> None:
     from engine.pipeline import analyze
-    from engine.progress import RichBar
+    from engine.progress import for_terminal
 
-    written = analyze(store, _analyze_config(args), RichBar(err))
+    written = analyze(store, _analyze_config(args), for_terminal(err))
     err.print("analysis done: " + ", ".join(f"{stage} {n}" for stage, n in written.items()), markup=False)
 
 
@@ -205,10 +205,11 @@ def cmd_hypothesis_add(args: argparse.Namespace) -> int:
 def cmd_hypothesis_test(args: argparse.Namespace) -> int:
     from engine.console import validation_text
     from engine.hypotheses.ledger import test_hypothesis
+    from engine.progress import for_terminal
     from engine.store import Store
 
     with Store(_existing(args.store)) as store:
-        out.print(validation_text(test_hypothesis(store, args.id, llm=args.llm)))
+        out.print(validation_text(test_hypothesis(store, args.id, llm=args.llm, progress=for_terminal(err))))
     return 0
 
 
@@ -234,14 +235,14 @@ def cmd_bench_planted(args: argparse.Namespace) -> int:
     import tempfile
 
     from engine.planted import SAMPLE_PAIR, result_lines, run_planted_benchmark
-    from engine.progress import RichBar
+    from engine.progress import for_terminal
 
     if (args.before_file is None) != (args.after_file is None):
         raise InputError("give both BEFORE and AFTER files, or neither (the gpt-4o sample pair)")
     pair = (args.before_file, args.after_file) if args.before_file else SAMPLE_PAIR
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rldiff-planted-"))
     err.print(f"planting into {pair[1]} and {pair[0]}; stores and planted files in {work}", markup=False)
-    result = run_planted_benchmark(work, _analyze_config(args), pair, RichBar(err))
+    result = run_planted_benchmark(work, _analyze_config(args), pair, for_terminal(err))
     for line in result_lines(result):
         out.print(line, markup=False, highlight=False)
     return 0

@@ -1,10 +1,15 @@
-"""Progress reporting for long work: a Rich bar in the terminal, nothing in tests and libraries."""
+"""Progress reporting for long work: a Rich bar in the terminal, JSON lines for a program that runs the CLI
+(`RLDIFF_PROGRESS=jsonl`, as the TUI does), nothing in tests and libraries."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -60,3 +65,39 @@ class RichBar:
                 bar.update(task, advance=n, **({"status": status} if status is not None else {}))
 
             yield advance
+
+
+class JsonLines:
+    """One JSON object a line on `stream` (stdout by default) for a program to read:
+    `{"event": "progress", "description": ..., "completed": n, "total": m, "status": ...}`, at most every
+    `every_s` seconds while the work runs, and always when it starts and ends."""
+
+    def __init__(self, stream: TextIO | None = None, every_s: float = 0.2) -> None:
+        self.stream = stream or sys.stdout
+        self.every_s = every_s
+
+    @contextmanager
+    def track(self, description: str, total: int | None) -> Iterator[Advance]:
+        completed, current, last = 0, "", 0.0
+
+        def emit() -> None:
+            nonlocal last
+            last = time.monotonic()
+            line = {"event": "progress", "description": description, "completed": completed, "total": total}
+            self.stream.write(json.dumps({**line, "status": current}) + "\n")
+            self.stream.flush()
+
+        def advance(n: int = 1, *, status: str | None = None) -> None:
+            nonlocal completed, current
+            completed += n
+            current = current if status is None else status
+            if (total is not None and completed >= total) or time.monotonic() - last >= self.every_s:
+                emit()
+
+        emit()
+        yield advance
+
+
+def for_terminal(console: Console | None = None) -> Progress:
+    """JSON lines when `RLDIFF_PROGRESS=jsonl` is set (a program runs the CLI), else a Rich bar on stderr."""
+    return JsonLines() if os.environ.get("RLDIFF_PROGRESS") == "jsonl" else RichBar(console)

@@ -281,6 +281,8 @@ async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) ->
         await pilot.press("4")
         await settle(pilot)
         app.watch(app, "store_status", lambda status: statuses.append(status.mode))
+        progress = []
+        app.watch(app, "hypothesis_test", lambda state: progress.append(state))
         await pilot.press("plus")
         await settle(pilot)
         form = app.screen
@@ -295,6 +297,9 @@ async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) ->
             await pilot.pause(0.2)
         assert app.hypothesis_test is not None and app.hypothesis_test.finished
         assert app.hypothesis_test.ok, app.hypothesis_test.status
+        # the CLI reported its steps as JSON lines (RLDIFF_PROGRESS=jsonl), which drove the progress bar
+        steps = [(s.completed, s.total) for s in progress if s is not None and s.total is not None]
+        assert (3.0, 3.0) in steps and any(done < 3 for done, _ in steps)
         await settle(pilot)
         assert "busy" in statuses and statuses[-1] == "read-write"  # released for the test, reopened after
         assert app.screen.current is not None and app.screen.current.statement == "the agent apologises less"

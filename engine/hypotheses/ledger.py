@@ -18,6 +18,7 @@ from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
 from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
 from engine.llm.session import LLMSession
+from engine.progress import NullProgress, Progress
 from engine.store import Store, writes
 
 log = logging.getLogger(__name__)
@@ -163,11 +164,14 @@ def add_hypothesis(
     return writes.add_user_hypothesis(store.cursor(), statement, direction, "judge", spec)
 
 
-def test_hypothesis(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Validation:
+def test_hypothesis(
+    store: Store, hypothesis_id: int, *, llm: str | None = None, progress: Progress | None = None
+) -> Validation:
     """`rldiff hypothesis test`: label the held-out split for one hypothesis and re-test the family.
 
     Uses the checkpoints, seed and FDR level of the last analysis; `llm` names the judge model (judge
-    hypotheses only; default: the last analysis's, or the configured default when a key is set).
+    hypotheses only; default: the last analysis's, or the configured default when a key is set). `progress`
+    hears of its three steps: loading the held-out segments, labelling them, re-testing the family.
     """
     row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
     if row.height == 0:
@@ -178,19 +182,23 @@ def test_hypothesis(store: Store, hypothesis_id: int, *, llm: str | None = None)
     if labeler == "judge":
         config = replace(config, llm=llm or config.llm or AnalyzeConfig.default_llm())
         session = open_session(store, config)
-    population = load_population(store, config.before, config.after, "heldout")
-    rng = np.random.default_rng([config.seed, hypothesis_id])
-    labels = label(population, labeler, spec, session, rng)
-    provenance = {
-        **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
-        **labeler_provenance(labeler, session, config),
-    }
-    with store.transaction():
-        replace_labels(store, hypothesis_id, labels)
-        store.execute(
-            "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
-        )
-        results = revalidate(store, population, config, np.random.default_rng(config.seed))
+    with (progress or NullProgress()).track(f"testing hypothesis {hypothesis_id}", 3) as advance:
+        population = load_population(store, config.before, config.after, "heldout")
+        advance(status=f"labelling held-out segments with the {labeler}")
+        rng = np.random.default_rng([config.seed, hypothesis_id])
+        labels = label(population, labeler, spec, session, rng)
+        provenance = {
+            **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
+            **labeler_provenance(labeler, session, config),
+        }
+        advance(status=f"{labels.height} segments labelled; re-testing every labelled hypothesis")
+        with store.transaction():
+            replace_labels(store, hypothesis_id, labels)
+            store.execute(
+                "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
+            )
+            results = revalidate(store, population, config, np.random.default_rng(config.seed))
+        advance(status="done")
     return next(v for v in results if v.hypothesis_id == hypothesis_id)
 
 
