@@ -201,3 +201,23 @@ async def test_example_list_moves_between_examples_and_selects_one() -> None:
         examples.show([], empty="no stored examples")
         await pilot.press("enter")
         assert app.selected == ["s2"] and "no stored examples" in examples.render_line(0).text
+
+
+async def test_row_table_builds_a_rows_cells_when_it_is_first_drawn() -> None:
+    app = TableApp()
+    built: list[int] = []
+
+    def cells(i: int) -> list[Text]:
+        built.append(i)
+        return [Text(f"row {i}"), Text(str(i))]
+
+    async with app.run_test(size=(30, 12)) as pilot:
+        table = app.query_one(RowTable)
+        table.set_columns((("name", None), ("n", 5)), 30)
+        table.add_rows((f"k{i}", (lambda i=i: cells(i))) for i in range(500))
+        await pilot.pause()
+        assert sorted(built) == list(range(11))  # the rows in view (12 lines less the header), not all 500
+        assert table.render_line(1).text.startswith(" row 0 ")
+        table.move_cursor(row=499)
+        await pilot.pause()
+        assert 499 in built and len(built) < 30

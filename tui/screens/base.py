@@ -89,6 +89,11 @@ class RldiffScreen(StoreWork, Screen[Any]):
         super().__init__()
         self._stale = True
         self._width = 0
+        # Textual re-parses every stylesheet and restyles the whole app (twice, 40 ms here) the first time it
+        # shows a screen whose CSS generation differs from the app's, which a new screen's always does. A new
+        # screen's widgets are styled as they mount, so it starts at the app's generation; a theme change
+        # after this still makes it differ, and still restyles it when it comes back.
+        self._css_update_count = self.app._css_update_count
 
     def compose(self) -> ComposeResult:
         yield NavBar(self.NAV, self.rldiff.session.path.name)

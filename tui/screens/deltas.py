@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -103,7 +104,7 @@ class DeltasScreen(RldiffScreen):
             return
         self._rows += page.rows
         self._loaded = True
-        table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in page.rows), page.total)
+        table.add_page(((f"{r.feature_id}:{r.kind}", partial(self._cells, r)) for r in page.rows), page.total)
         self._show_filters()
 
     def on_paged_table_more_wanted(self, message: PagedTable.MoreWanted) -> None:
@@ -130,7 +131,7 @@ class DeltasScreen(RldiffScreen):
         cursor = table.cursor_row
         total = table.total
         self._label_width = table.reset(total, columns(self.app.size.width), self.app.size.width)
-        table.add_page(((f"{r.feature_id}:{r.kind}", self._cells(r)) for r in self._rows), total)
+        table.add_page(((f"{r.feature_id}:{r.kind}", partial(self._cells, r)) for r in self._rows), total)
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
 

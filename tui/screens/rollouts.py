@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -83,7 +84,7 @@ class RolloutsScreen(RldiffScreen):
         elif page.offset != len(self._rows):
             return
         self._rows += page.rows
-        table.add_page(((str(r.rollout_key), self._cells(r)) for r in page.rows), page.total)
+        table.add_page(((str(r.rollout_key), partial(self._cells, r)) for r in page.rows), page.total)
         self._show_filters()
 
     def on_paged_table_more_wanted(self, message: PagedTable.MoreWanted) -> None:
@@ -118,7 +119,7 @@ class RolloutsScreen(RldiffScreen):
         table = self.query_one(PagedTable)
         cursor, total = table.cursor_row, table.total
         self._width = table.reset(total, COLUMNS, self.app.size.width)
-        table.add_page(((str(r.rollout_key), self._cells(r)) for r in self._rows), total)
+        table.add_page(((str(r.rollout_key), partial(self._cells, r)) for r in self._rows), total)
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rich.text import Text
 from textual.message import Message
 
 from tui.widgets.columns import Columns
-from tui.widgets.row_table import RowTable
+from tui.widgets.row_table import Cells, RowTable
 
 
 class PagedTable(RowTable):
@@ -41,7 +40,7 @@ class PagedTable(RowTable):
         self._requested = -1
         return self.set_columns(columns, width)
 
-    def add_page(self, rows: Iterable[tuple[str, Sequence[Text]]], total: int) -> None:
+    def add_page(self, rows: Iterable[tuple[str, Cells]], total: int) -> None:
         """Append `(key, cells)` rows."""
         self.total = total
         self.add_rows(rows)
