@@ -229,9 +229,7 @@ def memory_child(path: Path) -> None:
     settings = FeatureSettings(max_tokens=16, context_tokens=4, sae_steps=50, max_train_tokens=50_000)
     config = AnalyzeConfig(before="before", after="after", layer=0, device="cpu")
     with Store(path) as store:
-        import engine.features.reader  # noqa: F401  (torch and transformers: counted in `ready`)
-
-        ready = peak_rss_mib()
+        ready = peak_rss_mib()  # torch and transformers (imported at the top) included
         started = time.perf_counter()
         phases = PhaseMemory()
         for step in ("_top_examples", "_example_tokens", "_labels", "_write_structural", "_publish"):

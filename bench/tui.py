@@ -202,6 +202,19 @@ def has_data(app: RldiffApp) -> bool:
     )
 
 
+async def time_opens(
+    app: TimedApp, pilot: Pilot, table: PagedTable, samples: int, shows: Callable[[str], bool]
+) -> list[float]:
+    """`samples` times: Enter on the row under the cursor, timed until `shows(its key)` holds; Esc, down."""
+    times = []
+    for _ in range(samples):
+        key = table.row_keys[table.cursor_row]
+        times.append(await timed(app, "enter", lambda k=key: shows(k)))
+        await pilot.press("escape", "down")
+        await idle(pilot)
+    return times
+
+
 async def measure_app(store: Path, samples: int, no_pause: bool = False) -> dict[str, list[float]]:
     app = TimedApp(store)
     results: dict[str, list[float]] = {
@@ -230,39 +243,30 @@ async def measure_app(store: Path, samples: int, no_pause: bool = False) -> dict
             results["scroll deltas"].append(await timed(app, "down", lambda r=row: table.cursor_row == r + 1))
             await idle(pilot)
         assert table.row_count > 200, "scrolling never loaded a second page"
-        for _ in range(samples):
-            feature_id = int(table.row_keys[table.cursor_row].split(":")[0])
-            results["open feature"].append(
-                await timed(
-                    app,
-                    "enter",
-                    lambda f=feature_id: (
-                        isinstance(app.screen, FeatureScreen)
-                        and app.screen.detail is not None
-                        and app.screen.detail.feature_id == f
-                    ),
-                )
-            )
-            await pilot.press("escape", "down")
-            await idle(pilot)
+        results["open feature"] = await time_opens(
+            app,
+            pilot,
+            table,
+            samples,
+            lambda key: (
+                isinstance(app.screen, FeatureScreen)
+                and app.screen.detail is not None
+                and app.screen.detail.feature_id == int(key.split(":")[0])
+            ),
+        )
         await pilot.press("5")
         await idle(pilot)
-        rollouts = app.screen.query_one(PagedTable)
-        for _ in range(samples):
-            key = int(rollouts.row_keys[rollouts.cursor_row])
-            results["open rollout"].append(
-                await timed(
-                    app,
-                    "enter",
-                    lambda k=key: (
-                        isinstance(app.screen, RolloutViewerScreen)
-                        and (data := app.screen.query_one("#main-transcript", Transcript).data) is not None
-                        and data.rollout.rollout_key == k
-                    ),
-                )
-            )
-            await pilot.press("escape", "down")
-            await idle(pilot)
+        results["open rollout"] = await time_opens(
+            app,
+            pilot,
+            app.screen.query_one(PagedTable),
+            samples,
+            lambda key: (
+                isinstance(app.screen, RolloutViewerScreen)
+                and (data := app.screen.query_one("#main-transcript", Transcript).data) is not None
+                and data.rollout.rollout_key == int(key)
+            ),
+        )
     return results
 
 
