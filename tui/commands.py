@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.markup import escape
 
-from tui.safe_text import one_line
+from engine.safe_text import one_line
 from tui.session import StoreUnavailable
 
 if TYPE_CHECKING:

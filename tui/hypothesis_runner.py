@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui.safe_text import clean
+from engine.safe_text import clean
 
 CLI = [sys.executable, "-m", "engine.cli", "hypothesis"]
 _ADDED = re.compile(r"added hypothesis (\d+)")

@@ -8,10 +8,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from engine.safe_text import one_line
 from tui import keymap
 from tui.messages import ClusterMembersLoaded, ClustersLoaded
 from tui.numbers import pct, pvalue
-from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
 from tui.widgets.columns import Columns
 from tui.widgets.delta_bar import bar_column_width, delta_bar

@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.widgets import Input, Static
 
 from engine.kinds import SEGMENT_KINDS
+from engine.safe_text import one_line
 from tui import keymap
 from tui.messages import DeltaPageLoaded
 from tui.numbers import pct, pvalue
-from tui.safe_text import one_line
 from tui.screens.base import RldiffScreen
 from tui.widgets.columns import Columns
 from tui.widgets.delta_bar import bar_column_width, delta_bar

@@ -11,10 +11,10 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
+from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.messages import FeatureLoaded
 from tui.numbers import interval, pct, pp, pvalue, signed
-from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.widgets.example_list import ExampleItem, ExampleList
 from tui.widgets.text_table import text_table

@@ -10,11 +10,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
+from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
 from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved
 from tui.numbers import interval, pct, pp, pvalue, signed
-from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
 from tui.widgets.row_table import RowTable

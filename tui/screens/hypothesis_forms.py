@@ -14,10 +14,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
 
 from engine.kinds import SEGMENT_KINDS
+from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
 from tui.messages import LabelCandidatesLoaded, UserLabelSaved
-from tui.safe_text import one_line, safe
 from tui.screens.base import StoreWork
 
 if TYPE_CHECKING:

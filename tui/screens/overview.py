@@ -10,10 +10,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from engine.kinds import SEGMENT_KINDS
+from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.messages import OverviewLoaded
 from tui.numbers import pct, pp, pvalue
-from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.widgets.row_table import RowTable
 from tui.widgets.text_table import text_table

@@ -11,9 +11,9 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
+from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.messages import RolloutPageLoaded, TranscriptLoaded
-from tui.safe_text import one_line, safe
 from tui.screens.base import RldiffScreen
 from tui.widgets.paged_table import PagedTable
 from tui.widgets.search_box import SearchBox

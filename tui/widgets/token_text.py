@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from tui.safe_text import safe_spans
+from engine.safe_text import safe_spans
 from tui.themes import Palette
 
 

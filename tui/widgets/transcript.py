@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 
-from tui.safe_text import clean, one_line, safe
+from engine.safe_text import clean, one_line, safe
 from tui.widgets.block_list import EDGE, MARKED_EDGE, BlockList
 
 if TYPE_CHECKING:

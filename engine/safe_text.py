@@ -1,4 +1,4 @@
-"""Untrusted text (rollouts, labels derived from them) made safe to put on a terminal.
+"""Untrusted text (rollouts, labels derived from them) made safe to put on a terminal: the TUI and the CLI.
 
 Two dangers: terminal control sequences, which a terminal would act on (move the cursor, retitle the window,
 write to the clipboard), and Rich/Textual markup, which would restyle or hyperlink the text. `clean` strips

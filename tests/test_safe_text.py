@@ -6,8 +6,8 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
+from engine.safe_text import clean, one_line, safe, safe_spans
 from tests.factories_tui import HOSTILE
-from tui.safe_text import clean, one_line, safe, safe_spans
 
 
 @pytest.mark.parametrize(
