@@ -15,6 +15,7 @@ from engine.errors import InputError, RldiffError
 
 if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldiff tui` starts fast
     from engine.config import AnalyzeConfig
+    from engine.ingest import IngestResult
     from engine.store import Store
 
 log = logging.getLogger("rldiff")
@@ -50,10 +51,19 @@ def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, 
             f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {checkpoint!r}",
             markup=False,
         )
+        err.print(reasoning_line(result), markup=False)
         if result.warnings:
             err.print(f"{len(result.warnings)} warnings, e.g. {result.warnings[0]}", markup=False)
         if result.skipped:
             err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
+
+
+def reasoning_line(result: IngestResult) -> str:
+    """How many assistant turns of a file carried reasoning, so a format that kept none shows at once."""
+    line = f"  reasoning on {result.reasoning_turns} of {result.assistant_turns} assistant turns"
+    if result.reasoning_turns == 0:
+        line += f" (none found: {result.format} input without reasoning, or in a shape rldiff does not read)"
+    return line
 
 
 def print_summary(store: Store) -> None:

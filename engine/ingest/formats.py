@@ -182,6 +182,7 @@ def _tau2(source: Source) -> Iterator[Item]:
         if start is None:
             yield RecordError(path, 1, "simulations", "missing")
             return
+        model = _tau2_agent_model(doc)
         for line, sim in doc.array_items(start):
             reader = RecordReader(path, line)
 
@@ -190,17 +191,49 @@ def _tau2(source: Source) -> Iterator[Item]:
                     raise r.fail("simulation", f"expected a JSON object, got {type(s).__name__}")
                 reward_info = s.get("reward_info") if isinstance(s.get("reward_info"), dict) else {}
                 meta = {k: s[k] for k in ("termination_reason", "duration", "agent_cost", "seed") if k in s}
+                reason = s.get("termination_reason")
                 return r.rollout(
                     s,
                     s.get("messages"),
                     rollout_id=s.get("id"),
                     reward=reward_info.get("reward"),
                     metadata={"source_format": "tau2", **meta},
+                    error=reason if reason in TAU2_ERRORS else None,
+                    timed_out=None if reason is None else reason in TAU2_LIMITS,
+                    tokens=_tau2_tokens(s.get("messages")),
+                    cost_usd=s.get("agent_cost"),
+                    model=model,
                 )
 
             yield _guard(reader, convert)
     except JsonTextError as exc:
         yield RecordError(path, exc.line, "json", str(exc))
+
+
+# tau2's termination reasons that mean the run hit a limit, or failed (the others: user_stop, agent_stop)
+TAU2_LIMITS = frozenset({"max_steps"})
+TAU2_ERRORS = frozenset({"too_many_errors", "agent_error", "user_error"})
+
+
+def _tau2_agent_model(doc: JsonText) -> str | None:
+    """The agent's model from the file's `info.agent_info.llm`, when the file has one."""
+    start = doc.member("info")
+    info = doc.value_at(start) if start is not None else None
+    agent = info.get("agent_info") if isinstance(info, dict) else None
+    model = agent.get("llm") if isinstance(agent, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _tau2_tokens(messages: Any) -> int | None:
+    """Prompt and completion tokens summed over the agent's turns, from each message's `usage`."""
+    total, seen = 0, False
+    for m in messages if isinstance(messages, list) else []:
+        usage = m.get("usage") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        if isinstance(usage, dict):
+            for key in ("prompt_tokens", "completion_tokens"):
+                if isinstance(usage.get(key), int) and not isinstance(usage.get(key), bool):
+                    total, seen = total + usage[key], True
+    return total if seen else None
 
 
 def _guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
