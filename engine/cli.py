@@ -33,17 +33,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from engine.store import Store
 
     with Store(args.store) as store:
-        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad)
+        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad, args.score)
         print_summary(store)
     return 0
 
 
-def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:
+def ingest_paths(
+    store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool, score: str | None = None
+) -> None:
     from engine.ingest import ingest_file, resolve_formats
     from engine.progress import for_terminal
 
     for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
-        result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err))
+        result = ingest_file(
+            store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err), score=score
+        )
         if result.already_ingested:
             err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
             continue
@@ -136,8 +140,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if before == after:
         raise InputError("--before and --after name the same checkpoint")
     with Store(args.store) as store:
-        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad)
-        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad)
+        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad, args.score)
+        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad, args.score)
         args.before, args.after = before, after
         run_analysis(store, args)
         print_summary(store)
@@ -149,12 +153,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for stale in (store_path, store_path.with_name(store_path.name + ".wal")):
         stale.unlink(missing_ok=True)
     args.before_file, args.after_file = (str(SAMPLE_DATA / p) for p in DEMO_PAIR)
-    args.before, args.after, args.store, args.format, args.skip_bad = (
+    args.before, args.after, args.store, args.format, args.skip_bad, args.score = (
         "standard",
         "tighter",
         str(store_path),
         "auto",
         False,
+        None,
     )
     cmd_compare(args)
     if args.no_tui:
@@ -343,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help="checkpoint name, e.g. before or after")
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--skip-bad", action="store_true", help="quarantine bad records and ingest the rest")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
 
     p = command("analyze", cmd_analyze, "run features, deltas, clusters and hypotheses on a store")
     p.add_argument("store")
@@ -354,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True)
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--skip-bad", action="store_true")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
     _analyze_options(p)
 
     p = command("info", cmd_info, "print the study summary")

@@ -129,11 +129,13 @@ def ingest_file(
     *,
     skip_bad: bool = False,
     progress: Progress | None = None,
+    score: str | None = None,
 ) -> IngestResult:
     """Ingest the rollouts of one file into `checkpoint`.
 
     Raises `RecordError` (FILE:LINE: field: problem) at the first bad record unless `skip_bad`; then bad
     records go to a quarantine report. Either way the store changes only if the whole file is written.
+    `score` names the scorer whose value is an Inspect log's reward (default: each sample's first).
     """
     if not checkpoint.strip():
         raise InputError("--checkpoint: empty name")
@@ -154,7 +156,7 @@ def ingest_file(
         next_rollout = store.next_id("rollouts", "rollout_key")
         next_segment = store.next_id("segments", "segment_id")
         batch = _Batch()
-        for item in parse(source, fmt):
+        for item in parse(source, fmt, score):
             if isinstance(item, Rollout) and item.rollout_id in seen:
                 item = RecordError(
                     str(path),
@@ -249,7 +251,10 @@ def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, 
 def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
     """One JSON line per bad record: where, what is wrong, and the record's first line of text."""
     wanted = {e.line for e in bad}
-    text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
+    try:
+        text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
+    except RecordError:  # not text (an Inspect .eval zip): the report names the samples without their text
+        text = {}
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
         for error in bad:
