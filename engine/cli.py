@@ -81,8 +81,32 @@ def cmd_info(args: argparse.Namespace) -> int:
     from engine.store import Store
 
     with Store(_existing(args.store), read_only=True) as store:
-        print_summary(store)
+        if args.json:
+            from engine.store.queries import study_summary
+
+            print_json(study_summary(store.cursor()))
+        else:
+            print_summary(store)
     return 0
+
+
+def print_json(value: object) -> None:
+    """`value` (dataclasses, frames, lists) as JSON on stdout: ASCII-escaped, so rollout text cannot drive
+    the terminal."""
+    import dataclasses
+    import json
+
+    import polars as pl
+
+    def plain(v: object) -> object:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return dataclasses.asdict(v)
+        if isinstance(v, pl.DataFrame):
+            return v.to_dicts()
+        return str(v)
+
+    sys.stdout.write(json.dumps(value, default=plain, indent=1))
+    sys.stdout.write("\n")
 
 
 def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
@@ -112,6 +136,7 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
         device=args.device,
         max_cost=args.max_cost,
         permutations=args.permutations,
+        where=args.where,
     )
 
 
@@ -179,7 +204,73 @@ def cmd_deltas(args: argparse.Namespace) -> int:
         rows = ranked_deltas(store, args.kind, args.top)
         if rows.height == 0:
             raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
-        out.print(deltas_table(rows, testing_summary(store), out.width))
+        if args.by == "reward":
+            from engine.console import reward_strata_table
+            from engine.store.queries import compared_checkpoints
+            from engine.strata import deltas_by_reward
+
+            strata = deltas_by_reward(store, rows, *compared_checkpoints(store.cursor()))
+            if args.json:
+                print_json({"deltas": rows.to_dicts(), "by_reward": strata.to_dicts()})
+            else:
+                out.print(reward_strata_table(rows, strata, out.width))
+        elif args.json:
+            print_json({"deltas": rows.to_dicts(), "tested": testing_summary(store)})
+        else:
+            out.print(deltas_table(rows, testing_summary(store), out.width))
+    return 0
+
+
+def cmd_check_null(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from engine.null_check import run_null_check
+    from engine.progress import for_terminal
+
+    work = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rldiff-null-")) / "null.duckdb"
+    result = run_null_check(
+        args.input, work, _analyze_config(args), args.checkpoint, for_terminal(err), fmt=args.format, score=args.score
+    )
+    if args.json:
+        print_json(result)
+        return 0
+    from engine.safe_text import clean
+
+    def q(x: float | None) -> str:
+        return "–" if x is None else f"{x:.3g}"
+
+    out.print(
+        f"A/A check of {clean(result.checkpoint)!r}: {result.n_rollouts} rollouts over {result.n_tasks} tasks "
+        f"({result.n_shared_tasks} with rollouts on both sides) dealt into two pseudo-checkpoints.",
+        markup=False,
+    )
+    out.print(
+        f"validated: {len(result.validated)} of {result.n_hypotheses_tested} hypotheses tested (should be 0); "
+        f"smallest hypothesis q {q(result.min_hypothesis_q)}; smallest feature-delta q {q(result.min_delta_q)}, "
+        f"{result.n_significant_deltas} deltas with q < {result.fdr}",
+        markup=False,
+    )
+    for statement in result.validated:
+        out.print(f"  false finding: {' '.join(clean(statement).split())}", markup=False)
+    verdict = "PASS: nothing validated" if result.passed else "FAIL: findings validated where none exist"
+    out.print(f"{verdict}. Study store: {result.store}", markup=False)
+    return 0
+
+
+def cmd_hypothesis_list(args: argparse.Namespace) -> int:
+    from engine.store import Store
+    from engine.store.queries import hypotheses
+
+    with Store(_existing(args.store), read_only=True) as store:
+        rows = hypotheses(store.cursor(), status=args.status)
+    if args.json:
+        print_json(rows)
+        return 0
+    from engine.safe_text import clean
+
+    for h in rows:
+        q = "–" if h.q_value is None else f"{h.q_value:.3g}"
+        out.print(f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {' '.join(clean(h.statement).split())}", markup=False)
     return 0
 
 
@@ -323,6 +414,11 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
     group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     group.add_argument("--max-cost", type=float, default=5.0, help="USD cap on LLM spending (default 5)")
     group.add_argument("--permutations", type=int, default=2000, help="permutations per test (default 2000)")
+    group.add_argument(
+        "--where",
+        metavar="EXPR",
+        help="study only rollouts matching this DuckDB expression over rollout columns, e.g. 'NOT timed_out'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -365,11 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("info", cmd_info, "print the study summary")
     p.add_argument("store")
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
 
     p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
     p.add_argument("store")
     p.add_argument("--kind", choices=(*SEGMENT_KINDS, "any"), help="only this segment kind")
     p.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
+    p.add_argument("--by", choices=("reward",), help="reward: prevalence within successes and within failures")
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
 
     p = command("report", cmd_report, "write the findings as markdown or self-contained HTML")
     p.add_argument("store")
@@ -389,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--judge", help="yes/no question an LLM judge answers for each segment")
     p.add_argument("--kind", choices=SEGMENT_KINDS, help="only segments of this kind")
     p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
+    p = hsub.add_parser("list", help="list the hypotheses with their status and q")
+    p.set_defaults(handler=cmd_hypothesis_list)
+    p.add_argument("store")
+    p.add_argument("--status", choices=("proposed", "validated", "rejected", "inconclusive"))
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
     p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
     p.set_defaults(handler=cmd_hypothesis_test)
     p.add_argument("store")
@@ -418,6 +522,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("before_file", nargs="?", help="rollouts of one model (default: the gpt-4o sample pair)")
     p.add_argument("after_file", nargs="?", help="more rollouts of the same model, on the same tasks")
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
+    _analyze_options(p, checkpoints=False)
+
+    p = command(
+        "check-null",
+        cmd_check_null,
+        "A/A check: split one checkpoint within each task into two pseudo-checkpoints, analyse, report what "
+        "validated (should be nothing)",
+    )
+    p.add_argument("input", metavar="STORE|FILE", help="a study store, or a rollout file of one model")
+    p.add_argument("--checkpoint", help="the store's checkpoint to split (default: the first ingested)")
+    p.add_argument("--store", help="where to write the pseudo-study (default: a new temp folder)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="FILE's format")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
+    p.add_argument("--json", action="store_true", help="the result as JSON, for scripts")
     _analyze_options(p, checkpoints=False)
 
     p = command("demo", cmd_demo, "sample pair -> fresh store -> analyze -> TUI")

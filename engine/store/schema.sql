@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS rollouts (
     environment_id  VARCHAR,
     trial           INTEGER,
     reward          DOUBLE,
-    split           VARCHAR,               -- 'discovery' | 'heldout' | NULL before the split is drawn
+    split           VARCHAR,               -- 'discovery' | 'heldout' | 'excluded' (by --where) | NULL before the split
     source_hash     VARCHAR NOT NULL,
     source_line     INTEGER NOT NULL,      -- physical line (JSONL) or record index (JSON list) in the source
     n_messages      INTEGER NOT NULL,
