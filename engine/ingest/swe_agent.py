@@ -33,7 +33,8 @@ def is_trajectory(record: Any) -> bool:
     if str(record.get("trajectory_format", "")).startswith("mini-swe-agent"):
         return True
     steps = record.get("trajectory")
-    return isinstance(steps, list) and all(isinstance(s, dict) and "action" in s for s in steps[:3])
+    keys = {"action", "thought", "observation"}
+    return isinstance(steps, list) and any(isinstance(s, dict) and keys & s.keys() for s in steps[:3])
 
 
 def parse(path: Path, text: str) -> Iterator[Rollout | RecordError]:
