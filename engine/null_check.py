@@ -140,17 +140,17 @@ def run_null_check(
         counts = store.execute(
             "SELECT count(*), count(DISTINCT task_id), (SELECT count(*) FROM (SELECT task_id FROM rollouts "
             "GROUP BY task_id HAVING count(DISTINCT checkpoint) = 2)) FROM rollouts"
-        ).fetchone()
+        ).fetchall()[0]
         validated = [
             r[0]
             for r in store.execute(
                 "SELECT statement FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id"
             ).fetchall()
         ]
-        tested, min_h = store.execute("SELECT count(q_value), min(q_value) FROM hypotheses").fetchone()
+        tested, min_h = store.execute("SELECT count(q_value), min(q_value) FROM hypotheses").fetchall()[0]
         min_d, significant = store.execute(
             "SELECT min(q_value), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas WHERE tested", [config.fdr]
-        ).fetchone()
+        ).fetchall()[0]
     return NullResult(
         store=Path(work),
         checkpoint=name,

@@ -47,7 +47,7 @@ def check_where(store: Store, expression: str) -> str:
         raise InputError("--where: one expression, no ';'")
     columns = rollout_columns(store)
     sql = f"SELECT * FROM rollouts WHERE ({expression})"
-    tree = json.loads(duckdb.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])
+    tree = json.loads(duckdb.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
     if tree.get("error"):
         raise InputError(f"--where: {tree.get('error_message', 'not an expression')}")
     node = tree["statements"][0]["node"] if len(tree["statements"]) == 1 else {}
@@ -56,7 +56,7 @@ def check_where(store: Store, expression: str) -> str:
         raise InputError("--where: an expression over rollout columns only, not a query")
     _walk(node["where_clause"], set(columns))
     try:
-        store.execute(f"SELECT count(*) FROM rollouts WHERE ({expression})").fetchone()
+        store.execute(f"SELECT count(*) FROM rollouts WHERE ({expression})").fetchall()
     except duckdb.Error as exc:
         raise InputError(f"--where: {str(exc).splitlines()[0]} (columns: {', '.join(columns)})") from exc
     return expression
