@@ -266,11 +266,14 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)
         return 0
+    from rich.text import Text
+
     from engine.safe_text import clean
 
-    for h in rows:
+    for h in rows:  # one line each, cut at the terminal's width
         q = "–" if h.q_value is None else f"{h.q_value:.3g}"
-        out.print(f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {' '.join(clean(h.statement).split())}", markup=False)
+        line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {' '.join(clean(h.statement).split())}"
+        out.print(Text(line, no_wrap=True, overflow="ellipsis"))
     return 0
 
 

@@ -54,7 +54,7 @@ def _pts(x: float | None) -> str:
 
 
 # A label wraps over at most this many lines; a longer one loses its middle (its start and end both name it).
-LABEL_LINES = 3
+LABEL_LINES = 4
 MIN_LABEL = 12  # below this a label column is unreadable: the table then grows past the terminal instead
 
 
@@ -68,14 +68,17 @@ def elide_middle(text: str, limit: int) -> str:
 
 def label_text(label: str | None, width: int) -> Text:
     """A feature label for a wrapping column: cleaned, on one line, elided past LABEL_LINES lines."""
-    return Text(elide_middle(" ".join(clean(label).split()), width * LABEL_LINES))
+    # word wrapping leaves some cells of each line empty: allow for a few per line
+    return Text(elide_middle(" ".join(clean(label).split()), (width - 4) * LABEL_LINES))
 
 
 def _label_column(table: Table, numbers: tuple[tuple[str, int], ...], width: int) -> int:
-    """Add the label column (all the width the numbers leave, wrapping) and the number columns; the label width."""
-    # each column has 1 cell of padding either side; the table's edges take 2
-    label_width = max(MIN_LABEL, width - sum(cells + 2 for _, cells in numbers) - 4)
-    table.add_column("feature", min_width=label_width, max_width=label_width, overflow="fold")
+    """Add the label column (all the width the numbers leave, wrapping) and the number columns; the label
+    column's width, for eliding."""
+    table.expand, table.show_edge, table.pad_edge = True, False, False
+    # each column but the first has 1 cell of padding either side and a 1-cell separator
+    label_width = max(MIN_LABEL, width - sum(cells + 3 for _, cells in numbers) - 1)
+    table.add_column("feature", ratio=1, min_width=MIN_LABEL, overflow="fold")
     for name, cells in numbers:
         table.add_column(name, justify="left" if name == "kind" else "right", no_wrap=True, min_width=cells)
     return label_width

@@ -97,7 +97,7 @@ def deltas_by_reward(store: Store, rows: Any, before: str, after: str) -> Any:
     the discovery split: descriptive (no test), to see whether a change holds on both sides of the reward."""
     con = store.cursor()
     con.register("wanted", rows.select("feature_id", "kind").to_arrow())
-    return con.execute(
+    return con.sql(
         "WITH r AS (SELECT rollout_key, checkpoint, CASE WHEN reward >= ? THEN 'success' ELSE 'failure' END "
         "AS stratum FROM rollouts WHERE split = 'discovery' AND checkpoint IN (?, ?) AND reward IS NOT NULL), "
         "seg AS (SELECT s.segment_id, s.rollout_key, s.kind, r.checkpoint, r.stratum FROM segments s JOIN r "
@@ -116,5 +116,5 @@ def deltas_by_reward(store: Store, rows: Any, before: str, after: str) -> Any:
         "max(hits / n) FILTER (WHERE checkpoint = ?) AS prevalence_after, "
         "max(n) FILTER (WHERE checkpoint = ?) AS n_before, max(n) FILTER (WHERE checkpoint = ?) AS n_after "
         "FROM cells GROUP BY ALL ORDER BY ALL",
-        [SUCCESS_REWARD, before, after, before, after, before, after],
+        params=[SUCCESS_REWARD, before, after, before, after, before, after],
     ).pl()
