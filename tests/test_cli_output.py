@@ -39,8 +39,9 @@ def test_deltas_fit_80_columns_with_whole_labels(study: Path, monkeypatch: pytes
     text = run(monkeypatch, "deltas", str(study), "--top", "8")
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    words = " ".join(line[:40] for line in lines)  # the label column's cells, wrapped
-    assert all(word in words for word in LONG.split()[:6])  # the label wraps instead of losing its words
+    words = " ".join(line[:20] for line in lines)  # the label column's cells, wrapped
+    # the label wraps over lines, and a label too long for them loses its middle, not its start or end
+    assert "asks the customer" in words and "in the booking" in words and "…" in words
     q_ends = {len(line.rstrip()) for line in lines if line.rstrip().endswith(("e-05", "e-06")) or "…" in line[40:]}
     assert len(q_ends) <= 2  # numbers stay right-aligned in their columns
 
