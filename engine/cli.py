@@ -209,7 +209,7 @@ def cmd_deltas(args: argparse.Namespace) -> int:
             from engine.store.queries import compared_checkpoints
             from engine.strata import deltas_by_reward
 
-            strata = deltas_by_reward(store, rows, *compared_checkpoints(store.cursor()))
+            strata = deltas_by_reward(store.cursor(), rows, *compared_checkpoints(store.cursor()))
             if args.json:
                 print_json({"deltas": rows.to_dicts(), "by_reward": strata.to_dicts()})
             else:

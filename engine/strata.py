@@ -92,10 +92,10 @@ def _walk(node: Any, columns: set[str]) -> None:
 SUCCESS_REWARD = 0.5
 
 
-def deltas_by_reward(store: Store, rows: Any, before: str, after: str) -> Any:
+def deltas_by_reward(con: duckdb.DuckDBPyConnection, rows: Any, before: str, after: str) -> Any:
     """Prevalence before and after of the (feature, kind) pairs in `rows`, within successes and failures of
-    the discovery split: descriptive (no test), to see whether a change holds on both sides of the reward."""
-    con = store.cursor()
+    the discovery split: descriptive (no test), to see whether a change holds on both sides of the reward.
+    `con` is a cursor of its own (the pairs are registered on it)."""
     con.register("wanted", rows.select("feature_id", "kind").to_arrow())
     return con.sql(
         "WITH r AS (SELECT rollout_key, checkpoint, CASE WHEN reward >= ? THEN 'success' ELSE 'failure' END "
