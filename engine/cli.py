@@ -246,8 +246,9 @@ def cmd_check_null(args: argparse.Namespace) -> int:
     )
     out.print(
         f"validated: {len(result.validated)} of {result.n_hypotheses_tested} hypotheses tested (should be 0); "
-        f"smallest hypothesis q {q(result.min_hypothesis_q)}; smallest feature-delta q {q(result.min_delta_q)}, "
-        f"{result.n_significant_deltas} deltas with q < {result.fdr}",
+        f"smallest hypothesis q {q(result.min_hypothesis_q)}; {result.n_deltas_tested} feature deltas tested, "
+        f"smallest q {q(result.min_delta_q)} (p {q(result.min_delta_p)}), {result.n_significant_deltas} with "
+        f"q < {result.fdr}",
         markup=False,
     )
     for statement in result.validated:

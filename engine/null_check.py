@@ -39,6 +39,8 @@ class NullResult:
     n_hypotheses_tested: int
     min_hypothesis_q: float | None
     min_delta_q: float | None
+    min_delta_p: float | None
+    n_deltas_tested: int
     n_significant_deltas: int
     fdr: float
 
@@ -148,8 +150,10 @@ def run_null_check(
             ).fetchall()
         ]
         tested, min_h = store.execute("SELECT count(q_value), min(q_value) FROM hypotheses").fetchall()[0]
-        min_d, significant = store.execute(
-            "SELECT min(q_value), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas WHERE tested", [config.fdr]
+        min_d, min_p, n_deltas, significant = store.execute(
+            "SELECT min(q_value), min(p_value), count(*), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas "
+            "WHERE tested",
+            [config.fdr],
         ).fetchall()[0]
     return NullResult(
         store=Path(work),
@@ -161,6 +165,8 @@ def run_null_check(
         n_hypotheses_tested=int(tested),
         min_hypothesis_q=min_h,
         min_delta_q=min_d,
+        min_delta_p=min_p,
+        n_deltas_tested=int(n_deltas),
         n_significant_deltas=int(significant),
         fdr=config.fdr,
     )
