@@ -121,3 +121,36 @@ def test_a_format_without_reasoning_says_so(tmp_path: Path, capsys: pytest.Captu
     )
     assert main(["ingest", str(tmp_path / "s.duckdb"), str(path), "--checkpoint", "c"]) == 0
     assert "reasoning on 0 of 1 assistant turns (none found" in capsys.readouterr().err
+
+
+def test_canonical_strata_keys(tmp_path: Path) -> None:
+    record = {
+        "rollout_id": "r",
+        "task_id": "t",
+        "messages": [{"role": "assistant", "content": "a"}],
+        "termination_reason": "max_turns",
+        "timed_out": True,
+        "tokens": 1200,
+        "cost_usd": 0.02,
+        "model": "qwen3-8b",
+        "error": {"type": "Timeout"},
+    }
+    path = tmp_path / "in.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps({**record, "rollout_id": "r2", "error": False}) + "\n")
+    with Store(tmp_path / "s.duckdb") as store:
+        ingest_file(store, path, "c")
+        rows = store.execute(
+            "SELECT termination_reason, error, timed_out, tokens, cost_usd, model FROM rollouts ORDER BY rollout_id"
+        ).fetchall()
+    assert rows == [
+        ("max_turns", '{"type": "Timeout"}', True, 1200, 0.02, "qwen3-8b"),
+        ("max_turns", None, True, 1200, 0.02, "qwen3-8b"),
+    ]
+
+
+def test_bad_strata_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.jsonl"
+    good = {"rollout_id": "r", "task_id": "t", "messages": [{"role": "assistant", "content": "a"}]}
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "rollout_id": "r2", "timed_out": "yes"}) + "\n")
+    assert main(["ingest", str(tmp_path / "s.duckdb"), str(path), "--checkpoint", "c"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f'rldiff: {path}:2: timed_out: expected true or false, got "yes"'

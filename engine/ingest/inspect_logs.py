@@ -33,8 +33,9 @@ def is_inspect_log(path: Any, text: str | None) -> bool:
     if text is None:
         return str(path).endswith(".eval")
     try:
-        start = JsonText(text).member("eval")
-        header = JsonText(text).value_at(start) if start is not None else None
+        doc = JsonText(text)
+        start = doc.member("eval")
+        header = doc.value_at(start) if start is not None else None
     except JsonTextError:
         return False
     return isinstance(header, dict) and "task" in header

@@ -140,9 +140,12 @@ class RecordReader:
         timed_out = values.get("timed_out")
         if timed_out is not None and not isinstance(timed_out, bool):
             raise self.fail("timed_out", f"expected true or false, got {json.dumps(timed_out)}")
+        error = values.get("error") or None  # false, "" and {} mean no error
+        if error is not None and not isinstance(error, str):  # harnesses also write error objects or flags
+            error = json.dumps(error, ensure_ascii=False, default=str)
         return Strata(
             termination_reason=self.optional_str(values, "termination_reason"),
-            error=self.optional_str(values, "error"),
+            error=error,
             timed_out=timed_out,
             tokens=self.optional_int(values, "tokens"),
             cost_usd=self.optional_float(values, "cost_usd"),
