@@ -23,6 +23,7 @@ from inspect_ai.tool import ToolCall, ToolCallError  # noqa: E402
 from engine.cli import main  # noqa: E402
 from engine.ingest.formats import Source, detect  # noqa: E402
 from engine.store import Store  # noqa: E402
+from tests.factories_features import tiny_reader  # noqa: E402
 from tests.test_ingest_errors import snapshot  # noqa: E402
 
 
@@ -182,14 +183,15 @@ def test_missing_inspect_ai_is_explained(
 
 @pytest.mark.slow
 def test_a_pair_of_logs_goes_through_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: a terse agent; after: one that says it will double-check, on the same 24 tasks, 2 epochs."""
-    before = write_log(tmp_path / "before.eval", [sample(i, e) for i in range(24) for e in (1, 2)], "mockllm/base")
+    """Before: a terse agent; after: one that says it will double-check, on the same 20 tasks, 2 epochs."""
+    before = write_log(tmp_path / "before.eval", [sample(i, e) for i in range(20) for e in (1, 2)], "mockllm/base")
     after = write_log(
-        tmp_path / "after.json", [sample(i, e, cautious=True) for i in range(24) for e in (1, 2)], "mockllm/tuned"
+        tmp_path / "after.json", [sample(i, e, cautious=True) for i in range(20) for e in (1, 2)], "mockllm/tuned"
     )
     store_path = tmp_path / "study.duckdb"
-    args = ["compare", str(before), str(after), "--store", str(store_path), "--llm", "none", "--permutations", "500"]
-    assert main(args) == 0
+    reader = tiny_reader(tmp_path / "reader")  # a small random encoder: the pipeline, not the reader, is tested
+    light = ["--reader", str(reader), "--sae-width", "64", "--sae-steps", "50", "--permutations", "300"]
+    assert main(["compare", str(before), str(after), "--store", str(store_path), "--llm", "none", *light]) == 0
     with Store(store_path, read_only=True) as store:
         stages = {r[0] for r in store.execute("SELECT stage FROM runs WHERE status = 'done'").fetchall()}
         assert stages == {"split", "features", "deltas", "clusters", "hypotheses"}
