@@ -1,5 +1,6 @@
-"""SWE-agent and mini-swe-agent trajectories, and OpenAI Responses API items: read, detected, and rejected
-with FILE:LINE: field when bad, the store untouched."""
+"""SWE-agent and mini-swe-agent trajectories, and OpenAI Responses API items: read and detected; and every
+format's bad input (these, tau-bench, tau2, OpenAI and Anthropic shapes) rejected with FILE:LINE: field, the
+store untouched."""
 
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ RESPONSES = {
         {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA..."},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "18C and sunny."}]},
     ],
+}
+
+
+TAU_BENCH = {"task_id": 1, "trial": 0, "reward": 1.0, "info": {}, "traj": [{"role": "assistant", "content": "Hi"}]}
+TAU2 = {
+    "id": "s1",
+    "task_id": "17",
+    "reward_info": {"reward": 1.0},
+    "messages": [{"role": "assistant", "content": "Hi"}],
 }
 
 
@@ -161,6 +171,44 @@ BAD = [
         json.dumps(broken(RESPONSES, output={"type": "message"})) + "\n",
         "1: output: expected a list of items, got dict",
     ),
+    (
+        "tau-bench: traj not a list",
+        "tb.json",
+        f"[\n{json.dumps(TAU_BENCH)},\n{json.dumps(broken(TAU_BENCH, task_id=2, traj='x'))}\n]",
+        "3: messages: expected a list, got str",
+    ),
+    (
+        "tau2: simulation not an object",
+        "t2.json",
+        f'{{"info": {{}},\n "simulations": [\n{json.dumps(TAU2)},\n5]}}',
+        "4: simulation: expected a JSON object, got int",
+    ),
+    (
+        "tau2: reward not a number",
+        "t2.json",
+        f'{{"simulations": [\n{json.dumps(broken(TAU2, reward_info={"reward": "high"}))}]}}',
+        '2: reward: expected a number, got "high"',
+    ),
+    (
+        "anthropic: unknown block",
+        "a.jsonl",
+        json.dumps(
+            {"rollout_id": "a", "task_id": "t", "messages": [{"role": "assistant", "content": [{"type": "video"}]}]}
+        ),
+        "1: messages[0].content[0].type: unknown content block type 'video'",
+    ),
+    (
+        "openai: anthropic shapes",
+        "o.jsonl",
+        json.dumps(
+            {
+                "rollout_id": "a",
+                "task_id": "t",
+                "messages": [{"role": "assistant", "content": [{"type": "text", "text": "x"}]}],
+            }
+        ),
+        "1: messages: anthropic message shapes in a file read as --format openai",
+    ),
 ]
 
 
@@ -177,13 +225,8 @@ def test_bad_input(
     before = snapshot(store_path)
     bad = tmp_path / name
     bad.write_text(content)
-    fmt = (
-        ["--format", "swe-agent"]
-        if "malformed" in case
-        else ["--format", "openai-responses"]
-        if "dict" in message
-        else []
-    )
+    named = {"swe: malformed json": "swe-agent", "responses: output not a list": "openai-responses"}
+    fmt = ["--format", named.get(case, "openai")] if case in named or case.startswith("openai") else []
     capsys.readouterr()
     assert main(["ingest", str(store_path), str(bad), "--checkpoint", "c", *fmt]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"rldiff: {bad}:{message}"
