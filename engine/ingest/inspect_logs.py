@@ -20,12 +20,14 @@ from engine.errors import InputError, RecordError
 from engine.ingest.jsontext import JsonText, JsonTextError
 from engine.ingest.reasoning import REDACTED, join
 from engine.ingest.records import RecordReader, Rollout
+from engine.safe_text import clean
 
 log = logging.getLogger(__name__)
 
 MISSING = "reading Inspect logs needs inspect_ai: pip install 'rldiff[inspect]' (or pip install inspect_ai)"
 # What the reader leaves out of each sample: rldiff reads messages, scores and usage, never the event log.
 _EXCLUDE = {"events", "store", "timelines"}
+_DETAIL = 300  # characters of the reader's own error message kept in ours
 
 
 def is_inspect_log(path: Any, text: str | None) -> bool:
@@ -65,7 +67,8 @@ def parse(path: str, score: str | None = None) -> Iterator[Rollout | RecordError
                 yield exc
     except (OSError, ValueError, RuntimeError, KeyError, zipfile.BadZipFile) as exc:
         # inspect_ai raises these for a file that is not a log, a damaged zip, or JSON that fails its schema
-        yield RecordError(path, number, "log", f"cannot read as an Inspect log: {type(exc).__name__}: {exc}")
+        detail = " ".join(clean(str(exc)).split())[:_DETAIL]  # the reader's message can quote the file
+        yield RecordError(path, number, "log", f"cannot read as an Inspect log: {type(exc).__name__}: {detail}")
 
 
 def _rollout(reader: RecordReader, sample: Any, model: str, task: str, score: str | None, to_float: Any) -> Rollout:
@@ -100,11 +103,12 @@ def _reward(reader: RecordReader, scores: dict[str, Any], name: str | None, to_f
     if name is None:
         name = next(iter(scores))
     elif name not in scores:
-        raise reader.fail("scores", f"no score named {name!r} (have: {', '.join(scores)}); choose one with --score")
+        have = ", ".join(clean(n) for n in scores)
+        raise reader.fail("scores", f"no score named {clean(name)!r} (have: {have}); choose one with --score")
     value = scores[name].value
     if isinstance(value, list | dict):
         raise reader.fail(
-            f"scores.{name}", f"a {type(value).__name__} of values, not one; choose a scorer with --score"
+            f"scores.{clean(name)}", f"a {type(value).__name__} of values, not one; choose a scorer with --score"
         )
     return None if value is None else float(to_float(value))
 
