@@ -154,3 +154,18 @@ def test_bad_strata_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture
     path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "rollout_id": "r2", "timed_out": "yes"}) + "\n")
     assert main(["ingest", str(tmp_path / "s.duckdb"), str(path), "--checkpoint", "c"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f'rldiff: {path}:2: timed_out: expected true or false, got "yes"'
+
+
+def test_a_version_1_store_gains_the_strata_columns(tmp_path: Path) -> None:
+    from engine.ingest.records import STRATA
+    from engine.store.store import SCHEMA_VERSION
+
+    path = tmp_path / "old.duckdb"
+    with Store(path) as store:  # made new, then turned back into what schema version 1 wrote
+        for column in STRATA:
+            store.execute(f"ALTER TABLE rollouts DROP COLUMN {column}")
+        store.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with Store(path) as store:
+        columns = {r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE rollouts)").fetchall()}
+        assert set(STRATA) <= columns
+        assert store.scalar("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION)
