@@ -15,6 +15,7 @@ from engine.errors import InputError, RldiffError
 
 if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldiff tui` starts fast
     from engine.config import AnalyzeConfig
+    from engine.ingest import IngestResult
     from engine.store import Store
 
 log = logging.getLogger("rldiff")
@@ -32,17 +33,21 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from engine.store import Store
 
     with Store(args.store) as store:
-        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad)
+        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad, args.score)
         print_summary(store)
     return 0
 
 
-def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool) -> None:
+def ingest_paths(
+    store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool, score: str | None = None
+) -> None:
     from engine.ingest import ingest_file, resolve_formats
     from engine.progress import for_terminal
 
     for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
-        result = ingest_file(store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err))
+        result = ingest_file(
+            store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err), score=score
+        )
         if result.already_ingested:
             err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
             continue
@@ -50,10 +55,19 @@ def ingest_paths(store: Store, files: Sequence[str], checkpoint: str, fmt: str, 
             f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {checkpoint!r}",
             markup=False,
         )
+        err.print(reasoning_line(result), markup=False)
         if result.warnings:
             err.print(f"{len(result.warnings)} warnings, e.g. {result.warnings[0]}", markup=False)
         if result.skipped:
             err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
+
+
+def reasoning_line(result: IngestResult) -> str:
+    """How many assistant turns of a file carried reasoning, so a format that kept none shows at once."""
+    line = f"  reasoning on {result.reasoning_turns} of {result.assistant_turns} assistant turns"
+    if result.reasoning_turns == 0:
+        line += f" (none found: {result.format} input without reasoning, or in a shape rldiff does not read)"
+    return line
 
 
 def print_summary(store: Store) -> None:
@@ -67,8 +81,32 @@ def cmd_info(args: argparse.Namespace) -> int:
     from engine.store import Store
 
     with Store(_existing(args.store), read_only=True) as store:
-        print_summary(store)
+        if args.json:
+            from engine.store.queries import study_summary
+
+            print_json(study_summary(store.cursor()))
+        else:
+            print_summary(store)
     return 0
+
+
+def print_json(value: object) -> None:
+    """`value` (dataclasses, frames, lists) as JSON on stdout: ASCII-escaped, so rollout text cannot drive
+    the terminal."""
+    import dataclasses
+    import json
+
+    import polars as pl
+
+    def plain(v: object) -> object:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return dataclasses.asdict(v)
+        if isinstance(v, pl.DataFrame):
+            return v.to_dicts()
+        return str(v)
+
+    sys.stdout.write(json.dumps(value, default=plain, indent=1))
+    sys.stdout.write("\n")
 
 
 def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
@@ -98,6 +136,7 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
         device=args.device,
         max_cost=args.max_cost,
         permutations=args.permutations,
+        where=args.where,
     )
 
 
@@ -126,8 +165,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if before == after:
         raise InputError("--before and --after name the same checkpoint")
     with Store(args.store) as store:
-        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad)
-        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad)
+        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad, args.score)
+        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad, args.score)
         args.before, args.after = before, after
         run_analysis(store, args)
         print_summary(store)
@@ -139,12 +178,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for stale in (store_path, store_path.with_name(store_path.name + ".wal")):
         stale.unlink(missing_ok=True)
     args.before_file, args.after_file = (str(SAMPLE_DATA / p) for p in DEMO_PAIR)
-    args.before, args.after, args.store, args.format, args.skip_bad = (
+    args.before, args.after, args.store, args.format, args.skip_bad, args.score = (
         "standard",
         "tighter",
         str(store_path),
         "auto",
         False,
+        None,
     )
     cmd_compare(args)
     if args.no_tui:
@@ -164,7 +204,77 @@ def cmd_deltas(args: argparse.Namespace) -> int:
         rows = ranked_deltas(store, args.kind, args.top)
         if rows.height == 0:
             raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
-        out.print(deltas_table(rows, testing_summary(store), out.width))
+        if args.by == "reward":
+            from engine.console import reward_strata_table
+            from engine.store.queries import compared_checkpoints
+            from engine.strata import deltas_by_reward
+
+            strata = deltas_by_reward(store.cursor(), rows, *compared_checkpoints(store.cursor()))
+            if args.json:
+                print_json({"deltas": rows.to_dicts(), "by_reward": strata.to_dicts()})
+            else:
+                out.print(reward_strata_table(rows, strata, out.width))
+        elif args.json:
+            print_json({"deltas": rows.to_dicts(), "tested": testing_summary(store)})
+        else:
+            out.print(deltas_table(rows, testing_summary(store), out.width))
+    return 0
+
+
+def cmd_check_null(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from engine.null_check import run_null_check
+    from engine.progress import for_terminal
+
+    work = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="rldiff-null-")) / "null.duckdb"
+    result = run_null_check(
+        args.input, work, _analyze_config(args), args.checkpoint, for_terminal(err), fmt=args.format, score=args.score
+    )
+    if args.json:
+        print_json(result)
+        return 0
+    from engine.safe_text import clean
+
+    def q(x: float | None) -> str:
+        return "–" if x is None else f"{x:.3g}"
+
+    out.print(
+        f"A/A check of {clean(result.checkpoint)!r}: {result.n_rollouts} rollouts over {result.n_tasks} tasks "
+        f"({result.n_shared_tasks} with rollouts on both sides) dealt into two pseudo-checkpoints.",
+        markup=False,
+    )
+    out.print(
+        f"validated: {len(result.validated)} of {result.n_hypotheses_tested} hypotheses tested (should be 0); "
+        f"smallest hypothesis q {q(result.min_hypothesis_q)}; {result.n_deltas_tested} feature deltas tested, "
+        f"smallest q {q(result.min_delta_q)} (p {q(result.min_delta_p)}), {result.n_significant_deltas} with "
+        f"q < {result.fdr}",
+        markup=False,
+    )
+    for statement in result.validated:
+        out.print(f"  false finding: {' '.join(clean(statement).split())}", markup=False)
+    verdict = "PASS: nothing validated" if result.passed else "FAIL: findings validated where none exist"
+    out.print(f"{verdict}. Study store: {result.store}", markup=False)
+    return 0
+
+
+def cmd_hypothesis_list(args: argparse.Namespace) -> int:
+    from engine.store import Store
+    from engine.store.queries import hypotheses
+
+    with Store(_existing(args.store), read_only=True) as store:
+        rows = hypotheses(store.cursor(), status=args.status)
+    if args.json:
+        print_json(rows)
+        return 0
+    from rich.text import Text
+
+    from engine.safe_text import clean
+
+    for h in rows:  # one line each, cut at the terminal's width
+        q = "–" if h.q_value is None else f"{h.q_value:.3g}"
+        line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {' '.join(clean(h.statement).split())}"
+        out.print(Text(line, no_wrap=True, overflow="ellipsis"))
     return 0
 
 
@@ -308,6 +418,11 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
     group.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     group.add_argument("--max-cost", type=float, default=5.0, help="USD cap on LLM spending (default 5)")
     group.add_argument("--permutations", type=int, default=2000, help="permutations per test (default 2000)")
+    group.add_argument(
+        "--where",
+        metavar="EXPR",
+        help="study only rollouts matching this DuckDB expression over rollout columns, e.g. 'NOT timed_out'",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -333,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True, help="checkpoint name, e.g. before or after")
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--skip-bad", action="store_true", help="quarantine bad records and ingest the rest")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
 
     p = command("analyze", cmd_analyze, "run features, deltas, clusters and hypotheses on a store")
     p.add_argument("store")
@@ -344,15 +460,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", required=True)
     p.add_argument("--format", choices=FORMATS, default="auto")
     p.add_argument("--skip-bad", action="store_true")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
     _analyze_options(p)
 
     p = command("info", cmd_info, "print the study summary")
     p.add_argument("store")
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
 
     p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
     p.add_argument("store")
     p.add_argument("--kind", choices=(*SEGMENT_KINDS, "any"), help="only this segment kind")
     p.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
+    p.add_argument("--by", choices=("reward",), help="reward: prevalence within successes and within failures")
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
 
     p = command("report", cmd_report, "write the findings as markdown or self-contained HTML")
     p.add_argument("store")
@@ -372,6 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--judge", help="yes/no question an LLM judge answers for each segment")
     p.add_argument("--kind", choices=SEGMENT_KINDS, help="only segments of this kind")
     p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
+    p = hsub.add_parser("list", help="list the hypotheses with their status and q")
+    p.set_defaults(handler=cmd_hypothesis_list)
+    p.add_argument("store")
+    p.add_argument("--status", choices=("proposed", "validated", "rejected", "inconclusive"))
+    p.add_argument("--json", action="store_true", help="as JSON, for scripts")
     p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
     p.set_defaults(handler=cmd_hypothesis_test)
     p.add_argument("store")
@@ -401,6 +526,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("before_file", nargs="?", help="rollouts of one model (default: the gpt-4o sample pair)")
     p.add_argument("after_file", nargs="?", help="more rollouts of the same model, on the same tasks")
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
+    _analyze_options(p, checkpoints=False)
+
+    p = command(
+        "check-null",
+        cmd_check_null,
+        "A/A check: split one checkpoint within each task into two pseudo-checkpoints, analyse, report what "
+        "validated (should be nothing)",
+    )
+    p.add_argument("input", metavar="STORE|FILE", help="a study store, or a rollout file of one model")
+    p.add_argument("--checkpoint", help="the store's checkpoint to split (default: the first ingested)")
+    p.add_argument("--store", help="where to write the pseudo-study (default: a new temp folder)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="FILE's format")
+    p.add_argument("--score", metavar="NAME", help="Inspect logs: the scorer read as reward (default: the first)")
+    p.add_argument("--json", action="store_true", help="the result as JSON, for scripts")
     _analyze_options(p, checkpoints=False)
 
     p = command("demo", cmd_demo, "sample pair -> fresh store -> analyze -> TUI")

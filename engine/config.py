@@ -29,6 +29,7 @@ class AnalyzeConfig:
     max_cost: float = 5.0  # USD cap on LLM spending for one analysis
     permutations: int = 2000
     fdr: float = 0.05
+    where: str | None = None  # DuckDB expression over rollout columns: the rollouts studied (engine.strata)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

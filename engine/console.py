@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.kinds import SEGMENT_KINDS
+from engine.safe_text import clean
 from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
@@ -52,6 +53,37 @@ def _pts(x: float | None) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:+.1f}"
 
 
+# A label wraps over at most this many lines; a longer one loses its middle (its start and end both name it).
+LABEL_LINES = 4
+MIN_LABEL = 12  # below this a label column is unreadable: the table then grows past the terminal instead
+
+
+def elide_middle(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters by dropping its middle."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"
+
+
+def label_text(label: str | None, width: int) -> Text:
+    """A feature label for a wrapping column: cleaned, on one line, elided past LABEL_LINES lines."""
+    # word wrapping leaves some cells of each line empty: allow for a few per line
+    return Text(elide_middle(" ".join(clean(label).split()), (width - 4) * LABEL_LINES))
+
+
+def _label_column(table: Table, numbers: tuple[tuple[str, int], ...], width: int) -> int:
+    """Add the label column (all the width the numbers leave, wrapping) and the number columns; the label
+    column's width, for eliding."""
+    table.expand, table.show_edge, table.pad_edge = True, False, False
+    # each column but the first has 1 cell of padding either side and a 1-cell separator
+    label_width = max(MIN_LABEL, width - sum(cells + 3 for _, cells in numbers) - 1)
+    table.add_column("feature", ratio=1, min_width=MIN_LABEL, overflow="fold")
+    for name, cells in numbers:
+        table.add_column(name, justify="left" if name == "kind" else "right", no_wrap=True, min_width=cells)
+    return label_width
+
+
 def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Table:
     """Ranked deltas: label, kind, prevalence before/after, delta in points with its CI, q."""
     table = Table(
@@ -61,15 +93,11 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
         box=box.SIMPLE_HEAD,
     )
     numbers = (("kind", 9), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
-    # the label takes what the numbers leave (each column has 2 cells of padding)
-    label_width = max(16, width - sum(w + 2 for _, w in numbers) - 10)
-    table.add_column("feature", no_wrap=True, overflow="ellipsis", max_width=label_width)
-    for name, cells in numbers:
-        table.add_column(name, justify="left" if name == "kind" else "right", no_wrap=True, min_width=cells)
+    label_width = _label_column(table, numbers, width)
     for r in rows.iter_rows(named=True):
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
         table.add_row(
-            Text(" ".join(r["label"].split())),  # one line: labels can hold newlines from the rollouts
+            label_text(r["label"], label_width),
             r["kind"],
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
@@ -95,3 +123,33 @@ def validation_text(v: Validation) -> Text:
     )
     line.append(v.reason)
     return line
+
+
+def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) -> Table:
+    """The ranked deltas with their prevalence before -> after within successes and within failures."""
+    table = Table(
+        title="Deltas within successes and failures (discovery split; descriptive, not tested)",
+        title_justify="left",
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    numbers = (("kind", 9), ("Δ pts", 6), ("success", 13), ("failure", 13))
+    label_width = _label_column(table, numbers, width)
+    cells = {(r["feature_id"], r["kind"], r["stratum"]): r for r in strata.iter_rows(named=True)}
+
+    def change(feature_id: int, kind: str, stratum: str) -> str:
+        cell = cells.get((feature_id, kind, stratum))
+        if cell is None:
+            return "–"
+        return f"{_pct(cell['prevalence_before'])}→{_pct(cell['prevalence_after'])}"
+
+    for r in rows.iter_rows(named=True):
+        table.add_row(
+            label_text(r["label"], label_width),
+            r["kind"],
+            _pts(r["delta"]),
+            change(r["feature_id"], r["kind"], "success"),
+            change(r["feature_id"], r["kind"], "failure"),
+        )
+    table.caption = "success: reward >= 0.5; prevalence before→after among those rollouts' segments."
+    return table

@@ -17,10 +17,12 @@ import numpy as np
 import polars as pl
 
 from engine.config import AnalyzeConfig
+from engine.errors import InputError
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.design import MIN_TASKS
 from engine.store import Store
+from engine.strata import EXCLUDED, check_where
 
 log = logging.getLogger(__name__)
 
@@ -135,14 +137,28 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     """Draw and store the split (rollouts.split); returns the number of rollouts assigned."""
     rollouts = store.frame("SELECT rollout_key, checkpoint, task_id, environment_id FROM rollouts")
     stage_config = {"before": config.before, "after": config.after, "holdout": config.holdout, "seed": config.seed}
-    input_hash = _rollouts_fingerprint(rollouts)
+    excluded = np.array([], dtype=np.int64)
+    if config.where is not None:  # recorded in the run's config; the rollouts it leaves out are 'excluded'
+        stage_config["where"] = where = check_where(store, config.where)
+        kept = store.frame(f"SELECT rollout_key FROM rollouts WHERE ({where})")["rollout_key"]
+        excluded = rollouts.filter(~pl.col("rollout_key").is_in(kept))["rollout_key"].to_numpy()
+        rollouts = rollouts.filter(pl.col("rollout_key").is_in(kept))
+        for name in (config.before, config.after):
+            if rollouts.filter(pl.col("checkpoint") == name).height == 0:
+                raise InputError(f"--where {where}: no rollouts of checkpoint {name!r} are left")
+    input_hash = _rollouts_fingerprint(rollouts) + f"-{excluded.size}"
     if is_done(store, STAGE, stage_config, input_hash):
         log.info("split: unchanged, skipped")
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         with progress.track("split", 1) as advance:
             plan = plan_split(rollouts, config.before, config.after, config.holdout, rng)
-            frame = pl.DataFrame({"rollout_key": plan.rollout_key, "split": plan.split.astype(str)})
+            frame = pl.DataFrame(
+                {
+                    "rollout_key": np.concatenate([plan.rollout_key, excluded]),
+                    "split": np.concatenate([plan.split.astype(str), np.full(excluded.size, EXCLUDED)]),
+                }
+            )
             with store.transaction():
                 store.execute("CREATE OR REPLACE TEMP TABLE split_plan (rollout_key BIGINT, split VARCHAR)")
                 store.append("split_plan", frame)

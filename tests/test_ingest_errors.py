@@ -54,7 +54,8 @@ BAD_INPUTS = [
         "undetectable format",
         '{"hello": "world"}\n',
         "1: format: cannot detect the format (expected canonical JSONL with 'messages', a tau-bench trajectory "
-        "list, or a tau2 simulation file); name it with --format",
+        "list, a tau2 simulation file, Responses API items, an Inspect log or a SWE-agent trajectory); "
+        "name it with --format",
     ),
     ("reward not a number", f"{line(reward='high')}\n", '1: reward: expected a number, got "high"'),
     (

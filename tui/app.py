@@ -23,7 +23,15 @@ from textual.worker import get_current_worker
 from engine.errors import InputError
 from tui import keymap
 from tui.commands import JumpProvider
-from tui.hypothesis_runner import NewHypothesis, ProgressLine, add_command, run_job, test_command
+from tui.hypothesis_runner import (
+    NewHypothesis,
+    ProgressLine,
+    add_command,
+    null_check_command,
+    run_command,
+    run_job,
+    test_command,
+)
 from tui.idle_gc import IDLE_SECONDS, IdleCollector
 from tui.messages import HypothesisTestFinished, HypothesisTestProgress, StoreStatusChanged
 from tui.screens.clusters import ClustersScreen
@@ -90,6 +98,7 @@ class RldiffApp(App[None]):
         self._retry_seconds = retry_seconds
         self._job_process: subprocess.Popen[str] | None = None
         self._closing = False
+        self._null_check_running = False
         self._collector = IdleCollector()
         self._warmed = False
 
@@ -335,6 +344,43 @@ class RldiffApp(App[None]):
             f"{what}: {message.message}" if message.ok else f"{what}: failed: {message.message}",
             severity="information" if message.ok else "error",
             timeout=8,
+        )
+
+    # -- the A/A check ---------------------------------------------------------------------------------------
+
+    def action_check_null(self) -> None:
+        """Run `rldiff check-null` on this study in a subprocess; the verdict comes back as a notification."""
+        if self._null_check_running:
+            self.notify("the A/A check is already running", severity="warning")
+            return
+        self._null_check_running = True
+        self.notify("A/A check started: the first checkpoint, split within each task, analysed offline", timeout=6)
+        self.run_worker(self._null_check_thread, thread=True, group="null-check", exit_on_error=False)
+
+    def _null_check_thread(self) -> None:
+        """Release the store while the subprocess copies the checkpoint; reopen it once its analysis starts."""
+        import tempfile
+
+        work = Path(tempfile.mkdtemp(prefix="rldiff-null-")) / "null.duckdb"
+        self.session.release("the A/A check is copying this study's rollouts; the store is back in a moment")
+        self.post_message(StoreStatusChanged(self.session.status))
+        reopened = False
+
+        def progress(line: ProgressLine) -> None:
+            nonlocal reopened
+            if not reopened and line.completed is not None:  # progress comes from the analysis: copy done
+                reopened = True
+                self.post_message(StoreStatusChanged(self.session.open()))
+
+        try:
+            outcome = run_command(null_check_command(self.session.path, work), progress)
+        finally:
+            self._null_check_running = False
+            if not reopened and not self._closing:
+                self.post_message(StoreStatusChanged(self.session.open()))
+        verdict = " ".join(outcome.tail[-2:]) if outcome.ok else f"failed: {outcome.failure}"
+        self.call_from_thread(
+            self.notify, f"A/A check: {verdict}", severity="information" if outcome.ok else "error", timeout=20
         )
 
     # -- shutdown --------------------------------------------------------------------------------------------

@@ -62,3 +62,8 @@ class JumpProvider(Provider):
                 partial(self.app.switch_mode, mode),
                 help="type a name to jump to a feature, cluster, hypothesis or rollout",
             )
+        yield DiscoveryHit(
+            Text("run the A/A check (check-null)"),
+            self.rldiff.action_check_null,
+            help="split the first checkpoint within each task, analyse, report what validates (should be nothing)",
+        )

@@ -37,6 +37,11 @@ class NewHypothesis:
     test: bool
 
 
+def null_check_command(store_path: Path, work: Path) -> list[str]:
+    """`rldiff check-null` on the study's first checkpoint, offline, into the pseudo-study at `work`."""
+    return [sys.executable, "-m", "engine.cli", "check-null", str(store_path), "--store", str(work), "--llm", "none"]
+
+
 def test_command(store_path: Path, hypothesis_id: int) -> list[str]:
     return [*CLI, "test", str(store_path), str(hypothesis_id)]
 

@@ -31,6 +31,7 @@ APP = [
     _b("5", "app.switch_mode('rollouts')", "Rollouts", "app.rollouts", show=False),
     _b("question_mark,f1", "app.help", "Help", "app.help"),
     _b("ctrl+t", "app.next_theme", "Theme", "app.theme", show=False),
+    _b("ctrl+n", "app.check_null", "A/A check", "app.check_null", show=False),
     _b("q", "app.quit", "Quit", "app.quit"),
 ]
 OVERVIEW = [
@@ -50,6 +51,7 @@ FEATURE = [
     _b("escape", "app.pop_screen", "Back", "feature.back"),
     _b("e", "show_tab('examples')", "Examples", "feature.examples"),
     _b("t", "show_tab('tasks')", "By task", "feature.tasks"),
+    _b("w", "show_tab('reward')", "By reward", "feature.reward"),
 ]
 CLUSTERS = [
     _b("enter", "open", "Members / open", "clusters.open"),

@@ -59,6 +59,14 @@ class FeatureLoaded(Message):
 
 
 @dataclass
+class FeatureRewardLoaded(Message):
+    """A feature's prevalence before/after within successes and failures (engine.strata.deltas_by_reward)."""
+
+    feature_id: int
+    rows: list[dict]
+
+
+@dataclass
 class ClustersLoaded(Message):
     clusters: list[ClusterRow]
 

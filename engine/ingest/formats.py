@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from engine.errors import InputError, RecordError
+from engine.ingest import inspect_logs, openai_responses, swe_agent
 from engine.ingest.jsontext import JsonText, JsonTextError
 from engine.ingest.records import RecordReader, Rollout
 
-FORMATS = ("auto", "jsonl", "openai", "anthropic", "tau-bench", "tau2")
+FORMATS = ("auto", "jsonl", "openai", "anthropic", "tau-bench", "tau2", "openai-responses", "inspect", "swe-agent")
 
 # A parsed item: a rollout, or the error that made its record unusable (kept so --skip-bad can quarantine it).
 Item = Rollout | RecordError
@@ -55,6 +56,11 @@ class Source:
                     raise RecordError(str(self.path), number, "encoding", "not valid UTF-8") from exc
                 yield number, text
 
+    def magic(self) -> bytes:
+        """The file's first four bytes as stored (a zip's signature, say)."""
+        with self.path.open("rb") as handle:
+            return handle.read(4)
+
     def head(self) -> str:
         """The first non-blank line (enough to recognise JSONL and the start of a document)."""
         for _, line in self.lines():
@@ -75,6 +81,10 @@ class Source:
 
 def detect(source: Source) -> str:
     """The format of a source, from its content."""
+    if source.magic() == b"PK\x03\x04":  # a zip: only Inspect's .eval logs are read
+        if inspect_logs.is_inspect_log(source.path, None):
+            return "inspect"
+        raise RecordError(str(source.path), 1, "format", "a zip archive that is not an Inspect .eval log")
     head = source.head().strip()
     first = head[:1]
     if first == "":
@@ -92,20 +102,33 @@ def detect(source: Source) -> str:
             record = json.loads(head)
         except json.JSONDecodeError:
             record = None
+        if swe_agent.is_trajectory(record):
+            return "swe-agent"
+        if openai_responses.is_responses_record(record):
+            return "openai-responses"
         if isinstance(record, dict) and "messages" in record:
             return _message_dialect(record["messages"])
         if record is None or "simulations" in record:
+            text = source.text()
             try:
-                if JsonText(source.text()).member("simulations") is not None:
+                if JsonText(text).member("simulations") is not None:
                     return "tau2"
             except JsonTextError:
+                pass
+            if inspect_logs.is_inspect_log(source.path, text):
+                return "inspect"
+            try:
+                if swe_agent.is_trajectory(json.loads(text)):
+                    return "swe-agent"
+            except json.JSONDecodeError:
                 pass
     raise RecordError(
         str(source.path),
         1,
         "format",
         "cannot detect the format (expected canonical JSONL with 'messages', a tau-bench trajectory list, "
-        "or a tau2 simulation file); name it with --format",
+        "a tau2 simulation file, Responses API items, an Inspect log or a SWE-agent trajectory); "
+        "name it with --format",
     )
 
 
@@ -121,8 +144,10 @@ def _message_dialect(messages: Any) -> str:
     return "jsonl"
 
 
-def parse(source: Source, fmt: str) -> Iterator[Item]:
-    """The rollouts of a source in the given format (not 'auto')."""
+def parse(source: Source, fmt: str, score: str | None = None) -> Iterator[Item]:
+    """The rollouts of a source in the given format (not 'auto'); `score` names an Inspect log's reward."""
+    if fmt == "inspect":
+        return inspect_logs.parse(str(source.path), score)
     return _ADAPTERS[fmt](source)
 
 
@@ -182,6 +207,7 @@ def _tau2(source: Source) -> Iterator[Item]:
         if start is None:
             yield RecordError(path, 1, "simulations", "missing")
             return
+        model = _tau2_agent_model(doc)
         for line, sim in doc.array_items(start):
             reader = RecordReader(path, line)
 
@@ -190,17 +216,49 @@ def _tau2(source: Source) -> Iterator[Item]:
                     raise r.fail("simulation", f"expected a JSON object, got {type(s).__name__}")
                 reward_info = s.get("reward_info") if isinstance(s.get("reward_info"), dict) else {}
                 meta = {k: s[k] for k in ("termination_reason", "duration", "agent_cost", "seed") if k in s}
+                reason = s.get("termination_reason")
                 return r.rollout(
                     s,
                     s.get("messages"),
                     rollout_id=s.get("id"),
                     reward=reward_info.get("reward"),
                     metadata={"source_format": "tau2", **meta},
+                    error=reason if reason in TAU2_ERRORS else None,
+                    timed_out=None if reason is None else reason in TAU2_LIMITS,
+                    tokens=_tau2_tokens(s.get("messages")),
+                    cost_usd=s.get("agent_cost"),
+                    model=model,
                 )
 
             yield _guard(reader, convert)
     except JsonTextError as exc:
         yield RecordError(path, exc.line, "json", str(exc))
+
+
+# tau2's termination reasons that mean the run hit a limit, or failed (the others: user_stop, agent_stop)
+TAU2_LIMITS = frozenset({"max_steps"})
+TAU2_ERRORS = frozenset({"too_many_errors", "agent_error", "user_error"})
+
+
+def _tau2_agent_model(doc: JsonText) -> str | None:
+    """The agent's model from the file's `info.agent_info.llm`, when the file has one."""
+    start = doc.member("info")
+    info = doc.value_at(start) if start is not None else None
+    agent = info.get("agent_info") if isinstance(info, dict) else None
+    model = agent.get("llm") if isinstance(agent, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _tau2_tokens(messages: Any) -> int | None:
+    """Prompt and completion tokens summed over the agent's turns, from each message's `usage`."""
+    total, seen = 0, False
+    for m in messages if isinstance(messages, list) else []:
+        usage = m.get("usage") if isinstance(m, dict) and m.get("role") == "assistant" else None
+        if isinstance(usage, dict):
+            for key in ("prompt_tokens", "completion_tokens"):
+                if isinstance(usage.get(key), int) and not isinstance(usage.get(key), bool):
+                    total, seen = total + usage[key], True
+    return total if seen else None
 
 
 def _guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
@@ -216,4 +274,6 @@ _ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {
     "anthropic": lambda source: _jsonl(source, "anthropic"),
     "tau-bench": _tau_bench,
     "tau2": _tau2,
+    "openai-responses": lambda source: openai_responses.parse(str(source.path), source.lines()),
+    "swe-agent": lambda source: swe_agent.parse(source.path, source.text()),
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ class IngestResult:
     rollouts: int = 0
     segments: int = 0
     skipped: int = 0
+    assistant_turns: int = 0
+    reasoning_turns: int = 0  # assistant turns that carried reasoning: 0 says the format kept none
     already_ingested: bool = False
     warnings: list[str] = field(default_factory=list)
     quarantine: Path | None = None
@@ -69,6 +71,12 @@ _ROLLOUT_SCHEMA = {
     "source_line": pl.Int32,
     "n_messages": pl.Int32,
     "metadata": pl.String,
+    "termination_reason": pl.String,
+    "error": pl.String,
+    "timed_out": pl.Boolean,
+    "tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "model": pl.String,
 }
 _MESSAGE_SCHEMA = {
     "rollout_key": pl.Int64,
@@ -121,11 +129,13 @@ def ingest_file(
     *,
     skip_bad: bool = False,
     progress: Progress | None = None,
+    score: str | None = None,
 ) -> IngestResult:
     """Ingest the rollouts of one file into `checkpoint`.
 
     Raises `RecordError` (FILE:LINE: field: problem) at the first bad record unless `skip_bad`; then bad
     records go to a quarantine report. Either way the store changes only if the whole file is written.
+    `score` names the scorer whose value is an Inspect log's reward (default: each sample's first).
     """
     if not checkpoint.strip():
         raise InputError("--checkpoint: empty name")
@@ -146,7 +156,7 @@ def ingest_file(
         next_rollout = store.next_id("rollouts", "rollout_key")
         next_segment = store.next_id("segments", "segment_id")
         batch = _Batch()
-        for item in parse(source, fmt):
+        for item in parse(source, fmt, score):
             if isinstance(item, Rollout) and item.rollout_id in seen:
                 item = RecordError(
                     str(path),
@@ -162,10 +172,13 @@ def ingest_file(
                 continue
             seen[item.rollout_id] = item.line
             result.warnings.extend(item.warnings)
+            rows = segment_rollout(item)
+            result.assistant_turns += sum(1 for m in item.messages if m.role == "assistant")
+            result.reasoning_turns += len({r.message_index for r in rows if r.kind == "reasoning"})
             rollout_key = next_rollout + result.rollouts
             batch.rollouts.append(_rollout_row(item, rollout_key, checkpoint, digest))
             batch.messages.extend(message_row(rollout_key, i, m) for i, m in enumerate(item.messages))
-            for row in segment_rollout(item):
+            for row in rows:
                 batch.segments.append(
                     {
                         "segment_id": next_segment + result.segments,
@@ -218,6 +231,7 @@ def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: st
         "source_line": rollout.line,
         "n_messages": len(rollout.messages),
         "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str) if rollout.metadata else None,
+        **asdict(rollout.strata),
     }
 
 
@@ -237,7 +251,10 @@ def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, 
 def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
     """One JSON line per bad record: where, what is wrong, and the record's first line of text."""
     wanted = {e.line for e in bad}
-    text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
+    try:
+        text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
+    except RecordError:  # not text (an Inspect .eval zip): the report names the samples without their text
+        text = {}
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
         for error in bad:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import RecordError
+from engine.ingest.reasoning import block_text, join, of_message, of_raw_response, split_think
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,21 @@ class Message:
 
 
 @dataclass(frozen=True)
+class Strata:
+    """Rollout facts users slice by (the rollouts table's strata columns); None where the input does not say."""
+
+    termination_reason: str | None = None
+    error: str | None = None
+    timed_out: bool | None = None
+    tokens: int | None = None
+    cost_usd: float | None = None
+    model: str | None = None
+
+
+STRATA = tuple(Strata.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
 class Rollout:
     rollout_id: str
     task_id: str
@@ -46,6 +62,7 @@ class Rollout:
     metadata: dict[str, Any] = field(default_factory=dict)
     line: int = 0  # physical line of the record in its source file
     warnings: tuple[str, ...] = ()  # recoverable problems, e.g. arguments kept as a raw string
+    strata: Strata = Strata()
 
     def to_json(self) -> dict[str, Any]:
         """The canonical JSON form: what `rldiff ingest --format jsonl` reads back unchanged."""
@@ -62,6 +79,9 @@ class Rollout:
         for key in ("environment_id", "trial", "reward"):
             if getattr(self, key) is not None:
                 record[key] = getattr(self, key)
+        for key in STRATA:
+            if getattr(self.strata, key) is not None:
+                record[key] = getattr(self.strata, key)
         record["messages"] = messages
         if self.metadata:
             record["metadata"] = self.metadata
@@ -113,6 +133,23 @@ class RecordReader:
             metadata=metadata,
             line=self.line,
             warnings=tuple(self.warnings),
+            strata=self.strata(values),
+        )
+
+    def strata(self, values: dict[str, Any]) -> Strata:
+        timed_out = values.get("timed_out")
+        if timed_out is not None and not isinstance(timed_out, bool):
+            raise self.fail("timed_out", f"expected true or false, got {json.dumps(timed_out)}")
+        error = values.get("error") or None  # false, "" and {} mean no error
+        if error is not None and not isinstance(error, str):  # harnesses also write error objects or flags
+            error = json.dumps(error, ensure_ascii=False, default=str)
+        return Strata(
+            termination_reason=self.optional_str(values, "termination_reason"),
+            error=error,
+            timed_out=timed_out,
+            tokens=self.optional_int(values, "tokens"),
+            cost_usd=self.optional_float(values, "cost_usd"),
+            model=self.optional_str(values, "model"),
         )
 
     def identifier(self, values: dict[str, Any], key: str) -> str:
@@ -169,13 +206,22 @@ class RecordReader:
         if isinstance(content, list):
             text, thinking, block_calls, result = self.blocks(content, f"{where}.content")
             content = text
-            reasoning = "\n\n".join(p for p in (reasoning, thinking) if p) or None
+            reasoning = join(reasoning, thinking)
             calls.extend(block_calls)
             if result is not None:  # an Anthropic user message carrying tool results
                 role, tool_call_id, block_error = "tool", result[0], result[1]
                 is_error = block_error if is_error is None else is_error
         elif content is not None and not isinstance(content, str):
             raise self.fail(f"{where}.content", f"expected a string or a list of blocks, got {type(content).__name__}")
+        if role == "assistant":
+            # thinking blocks beside the message, else the provider's raw response (tau2 keeps it in raw_data)
+            extra = of_message({"thinking_blocks": raw.get("thinking_blocks")})
+            if not reasoning and not extra:
+                extra = of_raw_response(raw.get("raw_data"))
+            if isinstance(content, str):
+                think, content = split_think(content)
+                extra = join(extra, think)
+            reasoning = join(reasoning, extra)
         if role != "assistant" and calls:
             raise self.fail(f"{where}.tool_calls", f"only assistant messages make tool calls, not {role!r}")
         if role == "tool" and is_error is None and content:
@@ -209,7 +255,7 @@ class RecordReader:
             if kind == "text":
                 texts.append(str(block.get("text", "")))
             elif kind in ("thinking", "redacted_thinking"):
-                thoughts.append(str(block.get("thinking", "")))
+                thoughts.append(block_text(block) or "")
             elif kind == "tool_use":
                 calls.append(
                     self.tool_call(

@@ -1,4 +1,4 @@
--- rldiff study store, schema version 1.
+-- rldiff study store, schema version 2.
 -- THE schema: every table a user, the TUI, the MCP server or a report may query. Names and meanings of the
 -- contract columns are fixed (DESIGN.md §4); later versions only add. Applied by engine.store.Store on open.
 
@@ -34,11 +34,18 @@ CREATE TABLE IF NOT EXISTS rollouts (
     environment_id  VARCHAR,
     trial           INTEGER,
     reward          DOUBLE,
-    split           VARCHAR,               -- 'discovery' | 'heldout' | NULL before the split is drawn
+    split           VARCHAR,               -- 'discovery' | 'heldout' | 'excluded' (by --where) | NULL before the split
     source_hash     VARCHAR NOT NULL,
     source_line     INTEGER NOT NULL,      -- physical line (JSONL) or record index (JSON list) in the source
     n_messages      INTEGER NOT NULL,
-    metadata        JSON
+    metadata        JSON,
+    -- strata (schema version 2): what users slice by, e.g. `rldiff analyze --where "NOT timed_out"`
+    termination_reason  VARCHAR,           -- as the harness names it: 'user_stop', 'max_steps', 'submitted', ...
+    error           VARCHAR,               -- the harness's error for the rollout, NULL when it ended cleanly
+    timed_out       BOOLEAN,               -- hit a time, step or token limit (NULL: the input does not say)
+    tokens          BIGINT,                -- model tokens, input and output together
+    cost_usd        DOUBLE,                -- the agent's cost as the input reports it
+    model           VARCHAR                -- the agent's model as the input names it
 );
 
 -- Every message of every rollout, as context for the rollout viewer (segments point into it).

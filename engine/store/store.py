@@ -21,9 +21,13 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-# version -> SQL that upgrades a store from version-1 to version. Empty until the schema first changes.
-MIGRATIONS: dict[int, str] = {}
+SCHEMA_VERSION = 2
+# version -> SQL that upgrades a store from version-1 to version.
+MIGRATIONS: dict[int, str] = {
+    2: "ALTER TABLE rollouts ADD COLUMN termination_reason VARCHAR; ALTER TABLE rollouts ADD COLUMN error VARCHAR; "
+    "ALTER TABLE rollouts ADD COLUMN timed_out BOOLEAN; ALTER TABLE rollouts ADD COLUMN tokens BIGINT; "
+    "ALTER TABLE rollouts ADD COLUMN cost_usd DOUBLE; ALTER TABLE rollouts ADD COLUMN model VARCHAR;",
+}
 
 
 class StoreSchemaError(RldiffError):

@@ -13,7 +13,7 @@ from textual.widgets import ContentSwitcher, Static
 
 from engine.safe_text import one_line, safe
 from tui import keymap
-from tui.messages import FeatureLoaded
+from tui.messages import FeatureLoaded, FeatureRewardLoaded
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.screens.base import RldiffScreen
 from tui.widgets.example_list import ExampleItem, ExampleList
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def _tab_line(current: str) -> Text:
     text = Text(end="", no_wrap=True)
-    for key, tab, title in (("e", "examples", "Examples"), ("t", "tasks", "By task")):
+    for key, tab, title in (("e", "examples", "Examples"), ("t", "tasks", "By task"), ("w", "reward", "By reward")):
         text.append(f" {key} {title} ", style="bold reverse" if tab == current else "dim")
     return text
 
@@ -87,6 +87,35 @@ def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Text
     return text_table([(c, "right" if c in ("", "Δ pp") else "left") for c in columns], cells)
 
 
+def load_reward(feature_id: int, kinds: list[str], before: str, after: str) -> Callable[..., FeatureRewardLoaded]:
+    def load(cur: duckdb.DuckDBPyConnection) -> FeatureRewardLoaded:
+        import polars as pl
+
+        from engine.strata import deltas_by_reward
+
+        pairs = pl.DataFrame({"feature_id": [feature_id] * len(kinds), "kind": kinds})
+        return FeatureRewardLoaded(feature_id, deltas_by_reward(cur, pairs, before, after).to_dicts())
+
+    return load
+
+
+def reward_table(rows: list[dict]) -> Text:
+    """Per kind: prevalence before -> after within successes and within failures."""
+    cells = [
+        [
+            r["kind"],
+            r["stratum"],
+            pct(r["prevalence_before"]),
+            pct(r["prevalence_after"]),
+            str(r["n_before"] or 0),
+            str(r["n_after"] or 0),
+        ]
+        for r in rows
+    ]
+    columns = ("kind", "rollouts", "before", "after", "n before", "n after")
+    return text_table([(c, "left" if c in ("kind", "rollouts") else "right") for c in columns], cells)
+
+
 def load_feature(feature_id: int) -> Callable[[duckdb.DuckDBPyConnection], FeatureLoaded]:
     def load(cur: duckdb.DuckDBPyConnection) -> FeatureLoaded:
         from engine.store import queries
@@ -130,6 +159,8 @@ class FeatureScreen(RldiffScreen):
             yield ExampleList(id="examples")
             with VerticalScroll(id="tasks"):
                 yield Static(id="feature-tasks")
+            with VerticalScroll(id="reward"):
+                yield Static(id="feature-reward")
 
     def reload(self) -> None:
         self.run_query("feature", load_feature(self.feature_id), lambda loaded: loaded)
@@ -190,11 +221,33 @@ class FeatureScreen(RldiffScreen):
             else Text("no per-task breakdown in the store", style="italic")
         )
 
+    def _show_reward(self) -> None:
+        """Load the success/failure breakdown, when its tab is the one shown."""
+        detail, (before, after) = self.detail, self.rldiff.compared
+        if detail is None or self.query_one("#feature-tabs", ContentSwitcher).current != "reward":
+            return
+        if before is None or after is None:
+            self.query_one("#feature-reward", Static).update(Text("no analysis in the store yet", style="italic"))
+            return
+        kinds = list(dict.fromkeys(d.row.kind for d in detail.deltas))
+        self.run_query("feature-reward", load_reward(self.feature_id, kinds, before, after), lambda loaded: loaded)
+
+    def on_feature_reward_loaded(self, message: FeatureRewardLoaded) -> None:
+        if message.feature_id != self.feature_id:
+            return
+        head = Text("prevalence within successes (reward >= 0.5) and failures, discovery split\n", style="bold")
+        self.query_one("#feature-reward", Static).update(
+            head.append_text(reward_table(message.rows))
+            if message.rows
+            else Text("no rewarded rollouts for this feature's kinds", style="italic")
+        )
+
     def action_show_tab(self, tab: str) -> None:
         self.query_one("#feature-tabs", ContentSwitcher).current = tab
         self.query_one("#feature-tab-line", Static).update(_tab_line(tab))
         self.query_one(f"#{tab}").focus()
         self._show_tasks()
+        self._show_reward()
 
     def on_example_list_selected(self, event: ExampleList.Selected) -> None:
         if self.detail is None:

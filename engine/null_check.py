@@ -1,0 +1,172 @@
+"""`rldiff check-null`: an A/A check. One checkpoint's rollouts are split within each task into two
+pseudo-checkpoints at random, the whole analysis runs on them, and whatever validates is a false finding.
+
+Within each task the rollouts are shuffled and dealt alternately to NULL_BEFORE and NULL_AFTER, so both get
+the same tasks in the same proportions and any difference is chance; a task with one rollout gives it to one
+side only (and is then not shared, so the paired statistics leave it out). The input is a study store (one of
+its checkpoints) or a rollout file (ingested first); the pseudo-study is a new store of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from engine.config import AnalyzeConfig
+from engine.errors import InputError
+from engine.progress import NullProgress, Progress
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+NULL_BEFORE, NULL_AFTER = "null-a", "null-b"
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of a DuckDB database file
+
+
+@dataclass(frozen=True)
+class NullResult:
+    store: Path
+    checkpoint: str
+    n_rollouts: int
+    n_tasks: int
+    n_shared_tasks: int  # tasks with rollouts on both sides
+    validated: list[str]  # statements of validated hypotheses: each one a false finding
+    n_hypotheses_tested: int
+    min_hypothesis_q: float | None
+    min_delta_q: float | None
+    min_delta_p: float | None
+    n_deltas_tested: int
+    n_significant_deltas: int
+    fdr: float
+
+    @property
+    def passed(self) -> bool:
+        return not self.validated
+
+
+def is_store(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(12)[8:12] == _DUCKDB_MAGIC
+
+
+def _copy_checkpoint(target: Store, source: Path, checkpoint: str | None) -> str:
+    """Copy one checkpoint's rollouts, messages and segments from the store at `source`; returns its name."""
+    target.execute(f"ATTACH '{str(source).replace(chr(39), chr(39) * 2)}' AS src (READ_ONLY)")
+    try:
+        names = [r[0] for r in target.execute("SELECT checkpoint FROM src.checkpoints ORDER BY ordinal").fetchall()]
+        chosen = checkpoint or (names[0] if names else None)
+        if chosen not in names:
+            raise InputError(f"{source}: no checkpoint named {chosen!r} (have: {', '.join(names) or 'none'})")
+        keys = "rollout_key IN (SELECT rollout_key FROM src.rollouts WHERE checkpoint = ?)"
+        with target.transaction():
+            target.execute(
+                "INSERT INTO rollouts BY NAME SELECT * EXCLUDE (split) FROM src.rollouts WHERE checkpoint = ?",
+                [chosen],
+            )
+            target.execute(f"INSERT INTO messages BY NAME SELECT * FROM src.messages WHERE {keys}", [chosen])
+            target.execute(f"INSERT INTO segments BY NAME SELECT * FROM src.segments WHERE {keys}", [chosen])
+    finally:
+        target.execute("DETACH src")
+    return chosen
+
+
+def deal(rollouts: pl.DataFrame, rng: np.random.Generator) -> pl.DataFrame:
+    """(rollout_key, checkpoint): each task's rollouts shuffled and dealt alternately to the two sides."""
+    keys, sides = [], []
+    for task in sorted(rollouts["task_id"].unique().to_list()):
+        members = np.sort(rollouts.filter(pl.col("task_id") == task)["rollout_key"].to_numpy())
+        order = rng.permutation(members)
+        first = int(rng.integers(2))  # which side a task's odd rollout goes to, so neither side is favoured
+        keys.extend(order.tolist())
+        sides.extend((NULL_BEFORE, NULL_AFTER)[(i + first) % 2] for i in range(order.size))
+    return pl.DataFrame(
+        {"rollout_key": keys, "checkpoint": sides}, schema={"rollout_key": pl.Int64, "checkpoint": pl.String}
+    )
+
+
+def prepare(
+    work: Path, source: Path, checkpoint: str | None, seed: int, fmt: str = "auto", score: str | None = None
+) -> tuple[Store, str]:
+    """A fresh store at `work` holding the source checkpoint dealt into the two pseudo-checkpoints."""
+    from engine.ingest import ingest_file
+
+    if not source.is_file():
+        raise InputError(f"{source}: no such file or store")
+    for stale in (work, work.with_name(work.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    store = Store(work)
+    try:
+        if is_store(source):
+            name = _copy_checkpoint(store, source, checkpoint)
+        else:
+            name = checkpoint or "all"
+            ingest_file(store, source, name, fmt, score=score)
+        dealt = deal(store.frame("SELECT rollout_key, task_id FROM rollouts"), np.random.default_rng([seed, 7]))
+        with store.transaction():
+            store.execute("CREATE OR REPLACE TEMP TABLE dealt (rollout_key BIGINT, checkpoint VARCHAR)")
+            store.append("dealt", dealt)
+            store.execute(
+                "UPDATE rollouts SET checkpoint = d.checkpoint FROM dealt d WHERE rollouts.rollout_key = d.rollout_key"
+            )
+            store.execute("DROP TABLE dealt")
+            store.execute("DELETE FROM checkpoints")
+            now = datetime.now(UTC)
+            store.execute("INSERT INTO checkpoints VALUES (?, 0, ?), (?, 1, ?)", [NULL_BEFORE, now, NULL_AFTER, now])
+    except BaseException:
+        store.close()
+        raise
+    return store, name
+
+
+def run_null_check(
+    source: str | Path,
+    work: str | Path,
+    config: AnalyzeConfig,
+    checkpoint: str | None = None,
+    progress: Progress | None = None,
+    *,
+    fmt: str = "auto",
+    score: str | None = None,
+) -> NullResult:
+    """Deal, analyse and report what validated (should be nothing) and the smallest q-values."""
+    from engine.pipeline import analyze
+
+    store, name = prepare(Path(work), Path(source), checkpoint, config.seed, fmt, score)
+    with store:
+        analyze(store, replace(config, before=NULL_BEFORE, after=NULL_AFTER), progress or NullProgress())
+        counts = store.execute(
+            "SELECT count(*), count(DISTINCT task_id), (SELECT count(*) FROM (SELECT task_id FROM rollouts "
+            "GROUP BY task_id HAVING count(DISTINCT checkpoint) = 2)) FROM rollouts"
+        ).fetchall()[0]
+        validated = [
+            r[0]
+            for r in store.execute(
+                "SELECT statement FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id"
+            ).fetchall()
+        ]
+        tested, min_h = store.execute("SELECT count(q_value), min(q_value) FROM hypotheses").fetchall()[0]
+        min_d, min_p, n_deltas, significant = store.execute(
+            "SELECT min(q_value), min(p_value), count(*), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas "
+            "WHERE tested",
+            [config.fdr],
+        ).fetchall()[0]
+    return NullResult(
+        store=Path(work),
+        checkpoint=name,
+        n_rollouts=int(counts[0]),
+        n_tasks=int(counts[1]),
+        n_shared_tasks=int(counts[2]),
+        validated=validated,
+        n_hypotheses_tested=int(tested),
+        min_hypothesis_q=min_h,
+        min_delta_q=min_d,
+        min_delta_p=min_p,
+        n_deltas_tested=int(n_deltas),
+        n_significant_deltas=int(significant),
+        fdr=config.fdr,
+    )

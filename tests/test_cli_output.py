@@ -1,0 +1,98 @@
+"""CLI output a person can read at 80 columns, and JSON a script can read without parsing tables."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from engine import cli
+from engine.console import elide_middle
+from engine.store import Store
+from tests.factories_tui import build_store
+
+LONG = "asks the customer to confirm the reservation number before changing any flight in the booking"
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = build_store(tmp_path_factory.mktemp("out") / "study.duckdb")
+    with Store(path) as store:
+        top = store.scalar(
+            "SELECT feature_id FROM feature_deltas WHERE tested ORDER BY q_value, abs(delta) DESC LIMIT 1"
+        )
+        store.execute("UPDATE features SET label = ? WHERE feature_id = ?", [LONG, top])
+    return path
+
+
+def run(monkeypatch: pytest.MonkeyPatch, *argv: str, width: int = 80) -> str:
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buffer, width=width, highlight=False))
+    assert cli.main(list(argv)) == 0
+    return buffer.getvalue()
+
+
+def test_deltas_fit_80_columns_with_whole_labels(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = run(monkeypatch, "deltas", str(study), "--top", "8")
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    words = " ".join(line[:20].strip() for line in lines)  # the label column's cells, wrapped
+    # the label wraps over lines, and a label too long for them loses its middle, not its start or end
+    assert "asks the customer" in words and "in the booking" in words and "…" in words
+    q_ends = {len(line.rstrip()) for line in lines if line.rstrip().endswith(("e-05", "e-06")) or "…" in line[40:]}
+    assert len(q_ends) <= 2  # numbers stay right-aligned in their columns
+
+
+def test_elide_middle_keeps_both_ends() -> None:
+    assert elide_middle("abcdefghij", 7) == "abc…hij"
+    assert elide_middle("short", 7) == "short"
+
+
+def test_deltas_json(study: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "out", Console(file=io.StringIO()))
+    assert cli.main(["deltas", str(study), "--top", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["deltas"]) == 5
+    assert {"label", "kind", "delta", "q_value"} <= set(data["deltas"][0])
+    assert data["tested"]["tested"] > 0
+
+
+def test_deltas_by_reward(study: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    text = run(monkeypatch, "deltas", str(study), "--top", "5", "--by", "reward")
+    assert "within successes and failures" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert cli.main(["deltas", str(study), "--top", "5", "--by", "reward", "--json"]) == 0
+    strata = json.loads(capsys.readouterr().out)["by_reward"]
+    with Store(study, read_only=True) as store:
+        row = strata[0]
+        before, after = store.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
+        n = store.scalar(
+            "SELECT count(*) FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.split = 'discovery' "
+            "AND r.checkpoint = ? AND r.reward IS NOT NULL AND (r.reward >= 0.5) = ? AND (? = 'any' OR s.kind = ?)",
+            [before[0], row["stratum"] == "success", row["kind"], row["kind"]],
+        )
+        if row["kind"] != "any":
+            assert row["n_before"] == n
+        assert {r["stratum"] for r in strata} <= {"success", "failure"}
+        assert all(0 <= r["prevalence_before"] <= 1 for r in strata if r["prevalence_before"] is not None)
+
+
+def test_info_and_hypothesis_list_json(study: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["info", str(study), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [c["checkpoint"] for c in info["checkpoints"]] and info["n_hypotheses"] > 0
+    assert cli.main(["hypothesis", "list", str(study), "--json"]) == 0
+    hypotheses = json.loads(capsys.readouterr().out)
+    assert len(hypotheses) == info["n_hypotheses"]
+    assert {"hypothesis_id", "statement", "status", "q_value"} <= set(hypotheses[0])
+
+
+def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Store(study) as store:
+        store.execute("UPDATE hypotheses SET statement = 'evil \x1b[2J\nnext' WHERE hypothesis_id = 1")
+    text = run(monkeypatch, "hypothesis", "list", str(study))
+    assert "\x1b" not in text
+    assert any(line.endswith("evil next") for line in text.splitlines())
