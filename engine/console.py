@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.kinds import SEGMENT_KINDS
+from engine.safe_text import clean, line
 from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def summary_table(summary: StudySummary, path: str) -> Table:
         if c.reward_ci is not None:
             reward += f" ({c.reward_ci[0]:.2f}–{c.reward_ci[1]:.2f})"
         table.add_row(
-            Text(c.checkpoint),
+            Text(line(c.checkpoint)),
             str(c.n_tasks),
             str(c.n_rollouts),
             *(str(c.segments_by_kind.get(k, 0)) for k in SEGMENT_KINDS),
@@ -69,8 +70,8 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
     for r in rows.iter_rows(named=True):
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
         table.add_row(
-            Text(" ".join(r["label"].split())),  # one line: labels can hold newlines from the rollouts
-            r["kind"],
+            Text(line(r["label"], None)),  # one line, cleaned: labels come from the rollouts
+            Text(line(r["kind"])),
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
             f"{_pts(r['delta'])} ({ci})",
@@ -86,12 +87,12 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
 
 def validation_text(v: Validation) -> Text:
     """One line for a hypothesis test: status, held-out prevalence before -> after, q, and why."""
-    line = Text(f"hypothesis {v.hypothesis_id}: ", style="bold")
-    line.append(v.status, style={"validated": "green", "rejected": "red"}.get(v.status, "yellow"))
-    line.append(
+    text = Text(f"hypothesis {v.hypothesis_id}: ", style="bold")
+    text.append(v.status, style={"validated": "green", "rejected": "red"}.get(v.status, "yellow"))
+    text.append(
         f"  held-out {_pct(v.prevalence_before)} -> {_pct(v.prevalence_after)} "
         f"(Δ {_pts(v.delta)} pts, 95% CI {_pts(v.ci_low)}…{_pts(v.ci_high)}), "
         f"q {'–' if v.q_value is None else f'{v.q_value:.3g}'}, {v.n_labeled} segments labelled\n"
     )
-    line.append(v.reason)
-    return line
+    text.append(clean(v.reason))
+    return text

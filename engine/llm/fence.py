@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
-# C0/C1 control characters except tab and newline, and ANSI escape sequences.
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from engine import safe_text
+
 MAX_CHARS = 2000
 
 
 def clean(text: str, max_chars: int = MAX_CHARS) -> str:
-    """Strip terminal control sequences and cut to `max_chars` (marking the cut)."""
-    text = _CONTROL.sub("", text)
+    """Strip control sequences and bidi/zero-width characters, and cut to `max_chars` (marking the cut)."""
+    text = safe_text.clean(text)
     return text if len(text) <= max_chars else text[:max_chars] + " [...cut]"
 
 

@@ -3,17 +3,16 @@
 DuckDB lets one process write a database file, or several processes read it, never both. An MCP server lives
 as long as the agent's session, so holding the store open would block `rldiff analyze` (and the TUI's writes)
 for hours. Instead every tool call opens the store for just that call: read-only for reads and SQL,
-read-write for the tools that write. While another process is writing (an analysis, or the TUI, which keeps
-write access while it is open), a call waits up to `lock_wait_s` and then fails with a message naming the
-process. Calls in one server run one at a time: DuckDB refuses a second connection to the same file with
-different settings within a process.
+read-write for the tools that write. While another process is writing (an analysis), or holds the store
+while this call would write (the TUI, which keeps it open read-only), a call waits up to `lock_wait_s` and then
+fails with a message naming the process. Calls in one server run one at a time: DuckDB refuses a second
+connection to the same file with different settings within a process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ import duckdb
 from engine.errors import RldiffError, StoreLockedError
 from engine.mcp.sql import LOCKED_DOWN
 from engine.store import Store
+from engine.store.store import lock_holder
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,8 @@ class Opened:
 
 
 def _holder(exc: BaseException) -> str:
-    """' (PID n)' from DuckDB's lock error, when it names the process."""
-    text = str(exc.__cause__ or exc)
-    match = re.search(r"PID (\d+)", text)
-    return f" (PID {match.group(1)})" if match else ""
+    """' (locked by process n (its command))' from DuckDB's lock error."""
+    return f" ({lock_holder(exc)})"
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -79,12 +77,10 @@ class StoreAccess:
                 if writing:
                     raise StoreBusy(
                         f"{self.path} is open in another process{_holder(exc)}, and writing needs sole access: "
-                        "close `rldiff tui` (or wait for `rldiff analyze` to finish) and call again"
+                        "close the process named (or wait for `rldiff analyze` to finish) and call again"
                     ) from exc
                 raise StoreBusy(
-                    f"{self.path} is being written by another process{_holder(exc)}: `rldiff analyze` "
-                    "running, or `rldiff tui` open (it keeps write access while open); call again when "
-                    "it is done"
+                    f"{self.path} is being written by another process{_holder(exc)}: call again when it is done"
                 ) from exc
 
     @contextlib.contextmanager
