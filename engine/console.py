@@ -46,6 +46,8 @@ def summary_table(summary: StudySummary, path: str) -> Table:
         f"{summary.n_shared_tasks} tasks shared by all checkpoints. Reward CIs treat the rollouts of a task as "
         "correlated."
     )
+    if summary.stale:
+        table.caption += f"\nStale: {summary.stale_notice(path)}."
     return table
 
 

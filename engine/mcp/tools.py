@@ -148,6 +148,7 @@ class StudyTools:
                 "clusters": counts.n_clusters,
                 "hypotheses_by_status": counts.hypotheses_by_status,
                 "decisions": counts.decisions,
+                "stale": summary.stale_notice() or None,
                 "stages": [
                     {"stage": st.stage, "status": st.status, "finished_at": st.finished_at} for st in summary.stages
                 ],
