@@ -84,10 +84,24 @@ class StoreAccess:
                 ) from exc
 
     @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This call's turn at the store: waits up to `lock_wait_s` for the call before it (a long hypothesis
+        test, a slow query), then says so rather than queue behind it."""
+        if not self._one_call.acquire(timeout=self.lock_wait_s):
+            raise StoreBusy(
+                f"{self.path}: another tool call of this server (a hypothesis test or a slow query) is still "
+                "using the store; call again in a few seconds"
+            )
+        try:
+            yield
+        finally:
+            self._one_call.release()
+
+    @contextlib.contextmanager
     def _opened(self, read_only: bool) -> Iterator[Opened]:
         if not self.path.exists():
             raise RldiffError(f"{self.path}: no such store")
-        with self._one_call:
+        with self._turn():
             store = self._open(lambda: Store(self.path, read_only=read_only), writing=not read_only)
             try:
                 con = store.cursor()
@@ -111,7 +125,7 @@ class StoreAccess:
         """A read-only connection without file system access or changeable settings, for agents' SQL."""
         if not self.path.exists():
             raise RldiffError(f"{self.path}: no such store")
-        with self._one_call:
+        with self._turn():
             con = self._open(
                 lambda: duckdb.connect(str(self.path), read_only=True, config=dict(LOCKED_DOWN)), writing=False
             )
