@@ -25,3 +25,9 @@ def fence(text: str, label: str) -> str:
     nonce = hashlib.sha256(body.encode()).hexdigest()[:8]
     body = body.replace(f"data-{nonce}", f"data_{nonce}")
     return f'<data-{nonce} label="{label}">\n{body}\n</data-{nonce}>'
+
+
+def fence_line(text: str, label: str, max_chars: int = 300) -> str:
+    """A short piece of rollout-derived text (a feature label, a tool name, n-grams) cleaned to one line, cut
+    to `max_chars`, and fenced like any other data."""
+    return fence(safe_text.line(text, max_chars), label)
