@@ -484,7 +484,9 @@ class StudyTools:
         with self.access.querying() as con:
             result = run_query(con, sql, max_rows, timeout_s, _CANCEL.get(None))
         rows: list[list[Any]] = []
-        size, truncated_by = 0, "max_rows" if result.truncated else None
+        # room for the rows: the cap less the columns, types and counts around them
+        size = len(to_json([result.columns, result.types])) + 200
+        truncated_by = "max_rows" if result.truncated else None
         for row in result.rows:
             if time.monotonic() > result.deadline:
                 truncated_by = "timeout_s"
