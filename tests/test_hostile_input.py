@@ -423,7 +423,7 @@ def test_a_verifier_holds_few_regexes() -> None:
         Verifier({"any": [{"regex": f"a{i}"} for i in range(MAX_REGEXES + 1)]})
 
 
-def test_a_slow_labeler_makes_the_test_inconclusive(tmp_path: Path) -> None:
+def test_a_slow_labeler_makes_the_test_inconclusive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, _ = make_study(tmp_path / "s.duckdb", [Planted("apology", "text", "I apologize.", 0.1, 0.5)], n_tasks=8)
     with store:
         add_features(store, {})

@@ -199,7 +199,7 @@ def test_hypothesis(
         try:
             labels = label(population, labeler, spec, session, rng, budget or Budget())
         except LabelerTooSlow as exc:
-            return too_slow(store, hypothesis_id, str(exc))
+            return record_too_slow(store, hypothesis_id, str(exc))
         provenance = {
             **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
             **labeler_provenance(labeler, session, config),
@@ -218,7 +218,7 @@ def test_hypothesis(
 test_hypothesis.__test__ = False  # type: ignore[attr-defined]
 
 
-def too_slow(store: Store, hypothesis_id: int, reason: str) -> Validation:
+def record_too_slow(store: Store, hypothesis_id: int, reason: str) -> Validation:
     """Record a hypothesis whose labelling ran past its budget as inconclusive, without labels."""
     with store.transaction():
         store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])

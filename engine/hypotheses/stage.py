@@ -22,6 +22,7 @@ from engine.hypotheses.ledger import (
     label,
     labeler_provenance,
     open_session,
+    record_too_slow,
     replace_labels,
     revalidate,
 )
@@ -98,11 +99,15 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "SELECT hypothesis_id, labeler, spec FROM hypotheses h WHERE origin = 'user' OR decision IS NOT NULL "
             "OR note IS NOT NULL OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
         )
-        relabelled = [
-            (r["hypothesis_id"], label(heldout, r["labeler"], json.loads(r["spec"]), session, rng))
-            for r in kept.iter_rows(named=True)
-            if r["labeler"] == "verifier" or session is not None
-        ]
+        relabelled, slow = [], {}
+        for r in kept.iter_rows(named=True):
+            if r["labeler"] == "verifier" or session is not None:
+                try:
+                    labels = label(heldout, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
+                    slow[r["hypothesis_id"]] = str(exc)
+                    labels = None
+                relabelled.append((r["hypothesis_id"], labels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
             store.execute(
@@ -111,16 +116,21 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
             _write_drafts(store, labelled, session, config)
             for hypothesis_id, labels in relabelled:
-                replace_labels(store, hypothesis_id, labels)
+                if labels is None:
+                    store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+                else:
+                    replace_labels(store, hypothesis_id, labels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
             results = revalidate(store, heldout, config, np.random.default_rng([config.seed, 5]))
+        for hypothesis_id, reason in slow.items():
+            record_too_slow(store, hypothesis_id, reason)
         statuses = [v.status for v in results]
         record.metrics = {
             "sources": len(sources),
             "drafts": len(drafts),
             "tested": len(results),
-            "too_slow": too_slow,
+            "too_slow": too_slow + len(slow),
             **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive")},
             **(session.meter.summary() if session else {}),
         }
