@@ -418,6 +418,21 @@ def test_a_running_query_stops_when_cancelled(mcp_store: Path) -> None:
     assert time.monotonic() - started < 10
 
 
+async def test_a_cancelled_call_stops_its_query_and_frees_the_store(mcp_store: Path) -> None:
+    import anyio
+
+    from engine.mcp_server import build_server
+
+    server = build_server(mcp_store, lock_wait_s=5.0)
+    endless = "SELECT count(*) FROM range(10000000000) a, range(1000) b"
+    with anyio.move_on_after(0.5) as scope:
+        await server.call_tool("query_sql", {"sql": endless, "timeout_s": 60})
+    assert scope.cancelled_caught
+    started = time.monotonic()
+    summary = await server.call_tool("study_summary", {})  # would wait behind the query for its 60 s
+    assert json.loads(summary.content[0].text)["checkpoints"] and time.monotonic() - started < 4
+
+
 def test_a_verifier_holds_few_regexes() -> None:
     with pytest.raises(SpecError, match=f"at most {MAX_REGEXES}"):
         Verifier({"any": [{"regex": f"a{i}"} for i in range(MAX_REGEXES + 1)]})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from engine import safe_text
 from engine.errors import InputError, RldiffError, StoreLockedError
 
 if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store long before it needs them
@@ -66,7 +67,7 @@ def lock_holder(exc: BaseException) -> str:
     except OSError:
         command = ""
     shown = re.sub(r"^\S*python[\d.]*\s+(?:-m\s+)?", "", command)  # `python -m engine.cli tui` -> the command
-    return f"locked by PID {pid}" + (f" ({shown[:120]})" if shown else "")
+    return f"locked by PID {pid}" + (f" ({safe_text.line(shown, 120)})" if shown else "")
 
 
 def _schema_sql() -> str:
@@ -88,6 +89,8 @@ class Store:
             if "lock" in str(exc).lower():
                 raise StoreLockedError(f"{self.path}: {lock_holder(exc)}") from exc
             raise InputError(f"{self.path}: cannot open store: {_first_line(exc)}") from exc
+        except duckdb.ConnectionException as exc:  # this process still has it open with the other mode
+            raise RldiffError(f"{self.path}: already open in this process: {_first_line(exc)}") from exc
         self._check_schema()
         if not read_only:
             self._sweep_staging()
