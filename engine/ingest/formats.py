@@ -88,15 +88,17 @@ class Source:
                 raise text
             yield number, text
 
-    def prefix(self) -> str:
-        """At most `DETECT_BYTES` of the decoded start of the file (what `detect` decides from)."""
+    def prefix(self) -> tuple[str, bool]:
+        """At most `DETECT_BYTES` of the decoded start of the file (what `detect` decides from), and whether
+        that is the whole file."""
         try:
             with self._binary() as handle:
                 data = handle.read(DETECT_BYTES)
         except _GZIP_ERRORS as exc:
             raise RecordError(str(self.path), 1, "gzip", f"corrupt or truncated gzip data ({exc})") from exc
         try:  # incremental: a character cut at the end of the prefix is dropped, not an error
-            return codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=False)
+            text = codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=False)
+            return text, len(data) < DETECT_BYTES
         except UnicodeDecodeError as exc:
             raise RecordError(
                 str(self.path), data[: exc.start].count(b"\n") + 1, "encoding", "not valid UTF-8"
@@ -123,11 +125,11 @@ def detect(source: Source) -> str:
     is a broken JSONL record, from the next complete line that parses (the parser then reports line 1's own
     error, and `--skip-bad` can skip it).
     """
-    prefix = source.prefix()
+    prefix, whole = source.prefix()
     if not prefix.strip():
         raise RecordError(str(source.path), 1, "file", "empty file: no rollouts")
     lines = [line for line in prefix.splitlines() if line.strip()]
-    complete = lines if len(prefix.encode()) < DETECT_BYTES else lines[:-1]
+    complete = lines if whole or prefix.endswith("\n") else lines[:-1]
     first = prefix.lstrip()[:1]
     found: str | None = None
     if not complete:  # one line longer than the prefix: JSONL (the parser caps its length), unless a document
