@@ -175,6 +175,27 @@ def test_inputs_that_crashed_are_record_errors(
         assert s.scalar("SELECT count(*) FROM rollouts WHERE rollout_id = 'r1'") == 1
 
 
+def test_any_exception_converting_a_record_is_its_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine.ingest import ingest as ingest_module
+
+    real = ingest_module.segment_rollout
+
+    def fragile(rollout):  # noqa: ANN001, ANN202  (a conversion bug that only one record triggers)
+        if rollout.rollout_id == "boom":
+            raise RuntimeError("unexpected shape")
+        return real(rollout)
+
+    monkeypatch.setattr(ingest_module, "segment_rollout", fragile)
+    source = jsonl(tmp_path / "a.jsonl", record("ok"), record("boom"))
+    store = tmp_path / "s.duckdb"
+    assert main(["ingest", str(store), str(source), "--checkpoint", "a"]) == 2
+    assert "a.jsonl:2: record: cannot convert (RuntimeError: " in capsys.readouterr().err
+    assert main(["ingest", str(store), str(source), "--checkpoint", "a", "--skip-bad"]) == 0
+    assert "1 bad records skipped" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("case", "cut", "corrupt"), [("truncated", 12, False), ("corrupt", 0, True)])
 def test_a_broken_gzip_is_a_record_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, cut: int, corrupt: bool

@@ -321,10 +321,8 @@ def _guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
         return convert()
     except RecordError as exc:
         return exc
-    except RecursionError:
-        return reader.fail("record", "nested too deeply")
     except Exception as exc:
-        return reader.fail("record", f"cannot convert ({type(exc).__name__}: {exc})")
+        return reader.unexpected(exc)
 
 
 _ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {

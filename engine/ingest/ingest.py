@@ -18,7 +18,7 @@ import polars as pl
 
 from engine.errors import InputError, RecordError
 from engine.ingest.formats import FORMATS, Source, detect, parse
-from engine.ingest.records import Rollout
+from engine.ingest.records import RecordReader, Rollout
 from engine.ingest.segments import message_row, segment_rollout
 from engine.progress import NullProgress, Progress
 from engine.store import Store
@@ -170,7 +170,7 @@ def ingest_file(
             try:
                 rows = _rows(item, rollout_key, checkpoint, digest, next_segment + result.segments)
             except Exception as exc:  # anything unexpected in one record is that record's error
-                error = RecordError(str(path), item.line, "record", f"cannot convert ({type(exc).__name__}: {exc})")
+                error = RecordReader(str(path), item.line).unexpected(exc)
                 if not skip_bad:
                     raise error from exc
                 bad.append(error)

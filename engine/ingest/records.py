@@ -84,6 +84,12 @@ class RecordReader:
     def fail(self, field: str, problem: str) -> RecordError:
         return RecordError(self.path, self.line, field, problem)
 
+    def unexpected(self, exc: Exception) -> RecordError:
+        """An exception nobody anticipated while converting this record, as the record's error."""
+        if isinstance(exc, RecursionError):
+            return self.fail("record", "nested too deeply")
+        return self.fail("record", f"cannot convert ({type(exc).__name__}: {_shown(str(exc), 200)})")
+
     def warn(self, field: str, problem: str) -> None:
         message = f"{self.path}:{self.line}: {field}: {problem}"
         log.warning(message)
