@@ -149,6 +149,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with _created_or_removed(args.store), Store(args.store) as store:
         ingest_paths(store, [before_file], before, args.skip_bad)
         ingest_paths(store, [after_file], after, args.skip_bad)
+    with Store(args.store) as store:  # an analysis that fails keeps the ingested store: fix and re-run analyze
         args.before, args.after = before, after
         run_analysis(store, args)
         print_summary(store)
