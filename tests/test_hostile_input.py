@@ -359,6 +359,27 @@ async def test_a_second_tui_reads_while_the_first_is_open(tmp_path: Path) -> Non
         assert not first.screen.query_one(StoreBanner).display
 
 
+def test_a_write_while_another_process_reads_says_who_and_keeps_reading(tmp_path: Path) -> None:
+    from tui.session import StoreReadOnly, StoreSession
+
+    path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
+    session = StoreSession(path)
+    assert session.open().writable
+    holder = _holder(path, read_only=True)  # e.g. a second TUI opened after this one
+    try:
+        with pytest.raises(StoreReadOnly, match=rf"not saved: locked by PID {holder.pid}"), session.writer() as cur:
+            cur.execute("UPDATE hypotheses SET note = 'x'")
+        with session.cursor() as cur:
+            assert cur.execute("SELECT count(*) FROM hypotheses WHERE note = 'x'").fetchone()[0] == 0
+    finally:
+        _release(holder)
+    with session.writer() as cur:
+        cur.execute("UPDATE hypotheses SET note = 'x'")
+    with session.cursor() as cur:
+        assert cur.execute("SELECT count(*) FROM hypotheses WHERE note = 'x'").fetchone()[0] > 0
+    session.close()
+
+
 # -- 4. stale statistics after a crash between stages --------------------------------------------------------------
 
 

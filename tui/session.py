@@ -102,7 +102,7 @@ class StoreSession:
             except StoreSchemaError as exc:
                 return self._set(StoreStatus("failed", str(exc)))
             except _Locked as exc:
-                return self._set(StoreStatus("locked", f"{self.path.name} is being written: {exc}; retrying…"))
+                return self._set(self._locked(exc))
             except RldiffError as exc:
                 return self._set(StoreStatus("failed", str(exc)))
             if why is None:
@@ -169,7 +169,6 @@ class StoreSession:
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor on the store opened read-write for one small write (reads wait meanwhile); StoreReadOnly
         when writes are disabled or another process holds the store now (the message names it)."""
-        from engine.errors import StoreLockedError
         from engine.store import Store
 
         if not self._status.writable:
@@ -180,7 +179,7 @@ class StoreSession:
                 self._store = None
             try:
                 store = Store(self.path)
-            except StoreLockedError as exc:
+            except RldiffError as exc:  # held by another process now, or no longer writable
                 self._reopen()
                 raise StoreReadOnly(f"not saved: {str(exc).removeprefix(f'{self.path}: ')}") from exc
             try:
@@ -198,9 +197,12 @@ class StoreSession:
         try:
             self._store = self._read_only()
         except _Locked as exc:
-            self._set(StoreStatus("locked", f"{self.path.name} is being written: {exc}; retrying…"))
+            self._set(self._locked(exc))
         except RldiffError as exc:
             self._set(StoreStatus("failed", str(exc)))
+
+    def _locked(self, exc: _Locked) -> StoreStatus:
+        return StoreStatus("locked", f"{self.path.name} is being written: {exc}; retrying…")
 
     # -- internals ---------------------------------------------------------------------------------------
 
