@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from engine import safe_text
 from engine.errors import InputError, RldiffError
 
 if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldiff tui` starts fast
@@ -30,34 +32,51 @@ DEMO_PAIR = ("tau2-grok3/standard.jsonl.gz", "tau2-grok3/tighter.jsonl.gz")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from engine.ingest import resolve_formats
     from engine.store import Store
 
-    with Store(args.store) as store:
-        ingest_paths(store, args.files, args.checkpoint, args.format, args.skip_bad, args.score)
+    resolved = resolve_formats(list(args.files), args.format)  # every file checked before the store is opened
+    with _created_or_removed(args.store), Store(args.store) as store:
+        ingest_paths(store, resolved, args.checkpoint, args.skip_bad, args.score)
         print_summary(store)
     return 0
 
 
+@contextmanager
+def _created_or_removed(path: str) -> Iterator[None]:
+    """Remove the store (and its write-ahead log) when the command that created it fails."""
+    existed = Path(path).exists()
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            for created in (Path(path), Path(path + ".wal")):
+                created.unlink(missing_ok=True)
+        raise
+
+
 def ingest_paths(
-    store: Store, files: Sequence[str], checkpoint: str, fmt: str, skip_bad: bool, score: str | None = None
+    store: Store, resolved: Sequence[tuple[Path, str]], checkpoint: str, skip_bad: bool, score: str | None = None
 ) -> None:
-    from engine.ingest import ingest_file, resolve_formats
+    """Ingest files whose formats `engine.ingest.resolve_formats` checked."""
+    from engine.ingest import ingest_file
     from engine.progress import for_terminal
 
-    for path, detected in resolve_formats(list(files), fmt):  # every file checked before any is written
+    name = repr(safe_text.line(checkpoint))
+    for path, detected in resolved:
         result = ingest_file(
             store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(err), score=score
         )
         if result.already_ingested:
-            err.print(f"{path}: already ingested into checkpoint {checkpoint!r} (same content); nothing to do")
+            err.print(f"{path}: already ingested into checkpoint {name} (same content); nothing to do", markup=False)
             continue
         err.print(
-            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {checkpoint!r}",
+            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {name}",
             markup=False,
         )
         err.print(reasoning_line(result), markup=False)
         if result.warnings:
-            err.print(f"{len(result.warnings)} warnings, e.g. {result.warnings[0]}", markup=False)
+            err.print(f"{len(result.warnings)} warnings, e.g. {safe_text.line(result.warnings[0], 300)}", markup=False)
         if result.skipped:
             err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
 
@@ -158,15 +177,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from engine.ingest import resolve_formats
     from engine.store import Store
 
     before = args.before or "before"
     after = args.after or "after"
     if before == after:
         raise InputError("--before and --after name the same checkpoint")
-    with Store(args.store) as store:
-        ingest_paths(store, [args.before_file], before, args.format, args.skip_bad, args.score)
-        ingest_paths(store, [args.after_file], after, args.format, args.skip_bad, args.score)
+    before_file, after_file = resolve_formats([args.before_file, args.after_file], args.format)
+    with _created_or_removed(args.store), Store(args.store) as store:
+        ingest_paths(store, [before_file], before, args.skip_bad, args.score)
+        ingest_paths(store, [after_file], after, args.skip_bad, args.score)
+    with Store(args.store) as store:  # an analysis that fails keeps the ingested store: fix and re-run analyze
         args.before, args.after = before, after
         run_analysis(store, args)
         print_summary(store)
@@ -354,7 +376,7 @@ def cmd_bench_planted(args: argparse.Namespace) -> int:
     err.print(f"planting into {pair[1]} and {pair[0]}; stores and planted files in {work}", markup=False)
     result = run_planted_benchmark(work, _analyze_config(args), pair, for_terminal(err))
     for line in result_lines(result):
-        out.print(line, markup=False, highlight=False)
+        out.print(safe_text.clean(line), markup=False, highlight=False)
     return 0
 
 
@@ -556,15 +578,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.handler(args)
-    except RldiffError as exc:
-        sys.stderr.write(f"rldiff: {exc}\n")  # unwrapped: FILE:LINE: field: problem stays on one line
+    except RldiffError as exc:  # unwrapped: FILE:LINE: field: problem stays on one line; rollout text cleaned
+        sys.stderr.write(f"rldiff: {safe_text.clean(str(exc))}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("rldiff: interrupted\n")
         return 130
     except Exception as exc:  # an internal error: say so, with the trace under -vv
         log.debug("internal error", exc_info=True)
-        sys.stderr.write(f"rldiff: internal error: {type(exc).__name__}: {exc} (run with -vv for the trace)\n")
+        if isinstance(exc, OSError) and exc.filename is not None:  # a path that cannot be read or written
+            sys.stderr.write(f"rldiff: {safe_text.clean(str(exc.filename))}: {exc.strerror or exc}\n")
+            return 2
+        sys.stderr.write(
+            f"rldiff: internal error: {type(exc).__name__}: {safe_text.clean(str(exc))} (run with -vv for the trace)\n"
+        )
         return 1
 
 

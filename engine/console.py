@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from engine.kinds import SEGMENT_KINDS
-from engine.safe_text import clean
+from engine.safe_text import clean, line
 from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def summary_table(summary: StudySummary, path: str) -> Table:
         if c.reward_ci is not None:
             reward += f" ({c.reward_ci[0]:.2f}–{c.reward_ci[1]:.2f})"
         table.add_row(
-            Text(c.checkpoint),
+            Text(line(c.checkpoint)),
             str(c.n_tasks),
             str(c.n_rollouts),
             *(str(c.segments_by_kind.get(k, 0)) for k in SEGMENT_KINDS),
@@ -46,6 +46,8 @@ def summary_table(summary: StudySummary, path: str) -> Table:
         f"{summary.n_shared_tasks} tasks shared by all checkpoints. Reward CIs treat the rollouts of a task as "
         "correlated."
     )
+    if summary.stale:
+        table.caption += f"\nStale: {summary.stale_notice(path)}."
     return table
 
 
@@ -98,7 +100,7 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
         table.add_row(
             label_text(r["label"], label_width),
-            r["kind"],
+            Text(line(r["kind"])),
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
             f"{_pts(r['delta'])} ({ci})",
@@ -114,15 +116,15 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
 
 def validation_text(v: Validation) -> Text:
     """One line for a hypothesis test: status, held-out prevalence before -> after, q, and why."""
-    line = Text(f"hypothesis {v.hypothesis_id}: ", style="bold")
-    line.append(v.status, style={"validated": "green", "rejected": "red"}.get(v.status, "yellow"))
-    line.append(
+    text = Text(f"hypothesis {v.hypothesis_id}: ", style="bold")
+    text.append(v.status, style={"validated": "green", "rejected": "red"}.get(v.status, "yellow"))
+    text.append(
         f"  held-out {_pct(v.prevalence_before)} -> {_pct(v.prevalence_after)} "
         f"(Δ {_pts(v.delta)} pts, 95% CI {_pts(v.ci_low)}…{_pts(v.ci_high)}), "
         f"q {'–' if v.q_value is None else f'{v.q_value:.3g}'}, {v.n_labeled} segments labelled\n"
     )
-    line.append(v.reason)
-    return line
+    text.append(clean(v.reason))
+    return text
 
 
 def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) -> Table:
@@ -146,7 +148,7 @@ def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) ->
     for r in rows.iter_rows(named=True):
         table.add_row(
             label_text(r["label"], label_width),
-            r["kind"],
+            Text(line(r["kind"])),
             _pts(r["delta"]),
             change(r["feature_id"], r["kind"], "success"),
             change(r["feature_id"], r["kind"], "failure"),

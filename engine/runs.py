@@ -15,6 +15,17 @@ from typing import Any
 
 from engine.store import Store
 
+# Results computed from a stage's output: publishing new output clears these tables and marks their runs
+# 'stale' (so they re-run), in the publishing transaction, so no reader shows old statistics under the new
+# output's labels after a crash between stages. Hypotheses are kept (users' own and triaged ones live there);
+# their stale run is what readers report.
+DOWNSTREAM: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "features": (
+        ("deltas", ("feature_task_deltas", "feature_deltas")),
+        ("clusters", ("cluster_members", "clusters")),
+        ("hypotheses", ()),
+    ),
+}
 _TRACKED = ("rldiff", "duckdb", "polars", "numpy", "scipy", "torch", "transformers", "sae-lens", "hdbscan")
 
 
@@ -42,6 +53,15 @@ def is_done(store: Store, stage: str, config: dict[str, Any], input_hash: str) -
             [stage, input_hash, config_hash(config)],
         )
     )
+
+
+def invalidate_downstream(store: Store, stage: str) -> None:
+    """Clear what was computed from `stage`'s previous output and mark those runs stale; call it inside the
+    transaction that publishes the new output."""
+    for later, tables in DOWNSTREAM.get(stage, ()):
+        for table in tables:
+            store.execute(f"DELETE FROM {table}")
+        store.execute("UPDATE runs SET status = 'stale' WHERE stage = ? AND status = 'done'", [later])
 
 
 @dataclass

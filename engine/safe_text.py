@@ -1,9 +1,10 @@
-"""Untrusted text (rollouts, labels derived from them) made safe to put on a terminal: the TUI and the CLI.
+"""Untrusted text (rollouts, labels derived from them) made safe to show: the TUI, the CLI, reports, prompts.
 
-Two dangers: terminal control sequences, which a terminal would act on (move the cursor, retitle the window,
-write to the clipboard), and Rich/Textual markup, which would restyle or hyperlink the text. `clean` strips
-the first; `safe` builds a `rich.text.Text`, which never interprets markup. Every string from the store goes
-through one of these before it reaches a widget.
+Three dangers: terminal control sequences, which a terminal would act on (move the cursor, retitle the window,
+write to the clipboard); bidirectional overrides and zero-width characters, which make text read differently
+than it is (a tool name that shows as another); and Rich/Textual markup, which would restyle or hyperlink the
+text. `clean` strips the first two; `safe` builds a `rich.text.Text`, which never interprets markup; `line`
+makes a short one-line label. Every string from the store goes through one of these before it is shown.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ _CONTROL = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]?"
     r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    # bidi embeddings, overrides and isolates, zero-width and direction marks, the BOM used as a zero-width space
+    "|[\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
 )
+# A label (a feature's, a tool's, a checkpoint's) longer than this is cut: one terminal line stays readable.
+MAX_LABEL_CHARS = 128
 
 
 def clean(text: str | None) -> str:
@@ -38,17 +43,26 @@ def clean(text: str | None) -> str:
     return _CONTROL.sub("", text)
 
 
+def cut(text: str, max_chars: int | None) -> str:
+    """`text` cut to `max_chars` characters, the last one an ellipsis when anything was left out."""
+    if max_chars is not None and len(text) > max_chars:
+        return text[: max(0, max_chars - 1)] + "…"
+    return text
+
+
+def line(text: str | None, max_chars: int | None = MAX_LABEL_CHARS) -> str:
+    """Cleaned text on one line (newlines, tabs and runs of spaces become one space), cut to `max_chars`."""
+    return cut(" ".join(clean(text).split()), max_chars)
+
+
 def safe(text: str | None, style: str | Style = "", *, max_chars: int | None = None) -> Text:
     """A Rich Text of cleaned `text`: markup such as `[bold]` shows literally."""
-    cleaned = clean(text)
-    if max_chars is not None and len(cleaned) > max_chars:
-        cleaned = cleaned[: max(0, max_chars - 1)] + "…"
-    return Text(cleaned, style=style, end="")
+    return Text(cut(clean(text), max_chars), style=style, end="")
 
 
 def one_line(text: str | None, max_chars: int = 200) -> Text:
     """Cleaned text on one line (newlines and tabs become spaces), for table cells and list items."""
-    return safe(" ".join(clean(text).split()), max_chars=max_chars)
+    return Text(line(text, max_chars), end="")
 
 
 def safe_spans(text: str | None, spans: Iterable[tuple[int, int, Style | str]], base: str | Style = "") -> Text:

@@ -130,7 +130,7 @@ def test_skip_bad_quarantines(study: Path, tmp_path: Path, capsys: pytest.Captur
         ids = [r[0] for r in s.execute("SELECT rollout_id FROM rollouts ORDER BY rollout_id").fetchall()]
         assert ids == ["a", "c", "existing"]
         assert s.scalar("SELECT n_skipped FROM sources WHERE path = ?", [str(mixed)]) == 2
-    quarantine = study.with_name("study.duckdb.quarantine") / "mixed.jsonl.after.jsonl"
+    [quarantine] = study.with_name("study.duckdb.quarantine").glob("mixed.jsonl.*.after.jsonl")
     entries = [json.loads(x) for x in quarantine.read_text().splitlines()]
     assert [(e["line"], e["field"]) for e in entries] == [(2, "json"), (3, "task_id")]
     assert entries[0]["text"] == "{broken"

@@ -52,7 +52,7 @@ def store_path(template: Path, tmp_path: Path) -> Path:
 
 
 def rows(path: Path, sql: str, params: list | None = None) -> list[tuple]:
-    with duckdb.connect(str(path)) as con:  # the same configuration as the app's, so it may be open
+    with duckdb.connect(str(path), read_only=True) as con:  # the app keeps the store open read-only too
         return con.execute(sql, params or []).fetchall()
 
 
@@ -360,7 +360,7 @@ async def test_locked_by_a_writer_shows_a_banner_and_recovers(store_path: Path) 
             await settle(pilot)
             assert app.store_status.mode == "locked"
             banner = app.screen.query_one(StoreBanner)
-            assert banner.display and "being written by another process" in str(banner.content)
+            assert banner.display and f"being written: locked by PID {writer.pid}" in str(banner.content)
             assert not hasattr(app.screen, "_summary")
             release(writer)
             for _ in range(50):

@@ -1,10 +1,12 @@
 """The TUI's one connection to the study store, shared by worker threads, and what to do when it is locked.
 
 DuckDB lets one process write a database file, or several processes read it, never both. So:
-- the TUI opens the store read-write when it can;
-- if another process holds it read-only (a second TUI, the MCP server), it opens read-only, disables writes
-  and keeps trying to get write access;
-- if another process is writing (an analysis), it cannot even read: it shows that and keeps trying;
+- the TUI keeps the store open *read-only*, so a second TUI or the MCP server can read it too, and opens it
+  read-write only for the moment of a write (`writer()`);
+- it checks on opening whether it could write: if another process holds the store (a second TUI, the MCP
+  server), it says so, naming the process, disables writes and keeps checking;
+- if another process is writing (an analysis), it cannot even read: it shows that, naming the process, and
+  keeps trying;
 - to run a hypothesis test in a subprocess it *releases* the store (waits for running queries, closes) and
   reopens it when the subprocess ends.
 Queries take a cursor of their own (`cursor()`), so any worker thread may run one; a cursor is never handed
@@ -39,6 +41,10 @@ class StoreUnavailable(RldiffError):
 
 class StoreReadOnly(RldiffError):
     """A write was asked for while the store is open read-only."""
+
+
+class _Locked(RldiffError):
+    """Another process is writing the store: it cannot even be read (the message says who)."""
 
 
 @dataclass(frozen=True)
@@ -78,39 +84,55 @@ class StoreSession:
     # -- opening and closing (blocking) ------------------------------------------------------------------
 
     def open(self) -> StoreStatus:
-        """Open (or upgrade to) read-write if possible, else read-only; report what happened. Never raises."""
-        from engine.errors import StoreLockedError
-        from engine.store import Store, StoreSchemaError
+        """Open read-only, after checking that a write would be possible now; report what happened. Never
+        raises. Called again while read-only or locked, it checks again."""
+        from engine.store import StoreSchemaError
 
         with self._swap():
             if self._store is not None and self._status.writable:
                 return self._status
             if not self.path.exists():
                 return self._set(StoreStatus("failed", f"{self.path}: no such store"))
-            previous = self._store
-            if previous is not None:  # read-only now: try to upgrade, fall back to read-only again
-                previous.close()
+            if self._store is not None:  # read-only now: close, to see whether we could write
+                self._store.close()
                 self._store = None
+            why = self._could_write()
             try:
-                self._store = Store(self.path)
-                return self._set(StoreStatus("read-write"))
+                self._store = self._read_only()
             except StoreSchemaError as exc:
                 return self._set(StoreStatus("failed", str(exc)))
-            except StoreLockedError:
-                why = "another process holds the store (an analysis, the MCP server or another TUI)"
-            except RldiffError as exc:  # e.g. no write permission
-                why = str(exc)
-            try:
-                self._store = Store(self.path, read_only=True)
-            except StoreSchemaError as exc:
-                return self._set(StoreStatus("failed", str(exc)))
-            except StoreLockedError:
-                return self._set(
-                    StoreStatus("locked", f"{self.path.name} is being written by another process; retrying…")
-                )
+            except _Locked as exc:
+                return self._set(self._locked(exc))
             except RldiffError as exc:
                 return self._set(StoreStatus("failed", str(exc)))
+            if why is None:
+                return self._set(StoreStatus("read-write"))
             return self._set(StoreStatus("read-only", f"read-only: {why}; writes are disabled, retrying…"))
+
+    def _could_write(self) -> str | None:
+        """None when the store opens read-write now (which also migrates an older schema and sweeps what a
+        killed writer left), else why not."""
+        from engine.errors import StoreLockedError
+        from engine.store import Store, StoreSchemaError
+
+        try:
+            Store(self.path).close()
+        except StoreSchemaError as exc:
+            return str(exc)
+        except StoreLockedError as exc:
+            return str(exc).removeprefix(f"{self.path}: ")
+        except RldiffError as exc:  # e.g. no write permission
+            return str(exc)
+        return None
+
+    def _read_only(self) -> Store:
+        from engine.errors import StoreLockedError
+        from engine.store import Store
+
+        try:
+            return Store(self.path, read_only=True)
+        except StoreLockedError as exc:
+            raise _Locked(str(exc).removeprefix(f"{self.path}: ")) from exc
 
     def release(self, reason: str) -> None:
         """Close the store so another process can write it; reads fail with `reason` until `open()`."""
@@ -145,11 +167,42 @@ class StoreSession:
 
     @contextmanager
     def writer(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor for a small write; StoreReadOnly when writes are disabled."""
+        """A cursor on the store opened read-write for one small write (reads wait meanwhile); StoreReadOnly
+        when writes are disabled or another process holds the store now (the message names it)."""
+        from engine.store import Store
+
         if not self._status.writable:
             raise StoreReadOnly(self._status.message or "the store is read-only")
-        with self.cursor() as cur:
-            yield cur
+        with self._swap():
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+            try:
+                store = Store(self.path)
+            except RldiffError as exc:  # held by another process now, or no longer writable
+                self._reopen()
+                raise StoreReadOnly(f"not saved: {str(exc).removeprefix(f'{self.path}: ')}") from exc
+            try:
+                cur = store.cursor()
+                try:
+                    yield cur
+                finally:
+                    cur.close()
+            finally:
+                store.close()
+                self._reopen()
+
+    def _reopen(self) -> None:
+        """Back to read-only after a write (inside `_swap`); a failure is the new status."""
+        try:
+            self._store = self._read_only()
+        except _Locked as exc:
+            self._set(self._locked(exc))
+        except RldiffError as exc:
+            self._set(StoreStatus("failed", str(exc)))
+
+    def _locked(self, exc: _Locked) -> StoreStatus:
+        return StoreStatus("locked", f"{self.path.name} is being written: {exc}; retrying…")
 
     # -- internals ---------------------------------------------------------------------------------------
 

@@ -20,10 +20,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine import safe_text
+
 _WORD = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[?!$€£{}]")
 _DIGITS = re.compile(r"\d+")
 _LETTERS = re.compile(r"[a-z]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _STOPWORDS = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
     "these those i you he she we they me him her us them my your our their do does did have has had will would "
@@ -171,8 +172,8 @@ def snippet(example: Example, width: int = SNIPPET_CHARS) -> str:
 
 
 def clean(text: str) -> str:
-    """One line, no control characters: labels and snippets come from untrusted rollout text."""
-    return _CONTROL.sub("", " ".join(text.split()))
+    """One line, no control or bidi characters: labels and snippets come from untrusted rollout text."""
+    return safe_text.line(text, None)
 
 
 def _dominant_kind(examples: list[Example]) -> str:

@@ -49,7 +49,7 @@ from engine.features.sae import (
 from engine.features.settings import FeatureSettings
 from engine.features.thresholds import strong_activations
 from engine.progress import Progress
-from engine.runs import is_done, record_run
+from engine.runs import invalidate_downstream, is_done, record_run
 from engine.store import Store
 
 if TYPE_CHECKING:
@@ -344,9 +344,11 @@ def _first_free_id(store: Store) -> int:
 
 
 def _publish(store: Store, staging: str) -> int:
-    """Replace the previous SAE and structural features by the staged ones, in one transaction."""
+    """Replace the previous SAE and structural features by the staged ones, in one transaction that also
+    invalidates the statistics computed from the old ones."""
     written = 0
     with store.transaction():
+        invalidate_downstream(store, STAGE)
         store.scalar(f"DELETE FROM segment_features WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM feature_examples WHERE feature_id IN ({_OURS})")
         store.scalar("DELETE FROM features WHERE source IN ('sae', 'structural')")

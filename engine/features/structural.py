@@ -14,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from engine import safe_text
+
 THRESHOLD = 0.5  # binary features: 1.0 when present
 
 LABELS: dict[str, str] = {
@@ -133,12 +135,13 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.MULTILINE)
 
 
 def label(name: str) -> str:
-    """The readable label of a structural feature name."""
+    """The readable label of a structural feature name (the tool name or language in it cleaned and cut: it
+    comes from the rollouts)."""
     if name in LABELS:
         return LABELS[name]
     for prefix, template in _PREFIX_LABELS.items():
         if name.startswith(prefix):
-            return template.format(name[len(prefix) :])
+            return template.format(safe_text.line(name[len(prefix) :]))
     raise KeyError(name)
 
 

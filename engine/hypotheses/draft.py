@@ -22,7 +22,7 @@ from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
 from engine.hypotheses.verifier import SpecError, Verifier, spec_kinds
 from engine.llm.client import LLMRequest
-from engine.llm.fence import fence
+from engine.llm.fence import fence, fence_line
 from engine.llm.session import LLMSession
 from engine.llm.templates import render
 
@@ -169,11 +169,11 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
     rate = lambda p: "?" if p is None else f"{p:.1%}"  # noqa: E731
     user = render(
         "draft_user",
-        pattern=source.title,
+        pattern=fence_line(source.title, "pattern"),
         kind=", ".join(source.kinds),
         before_rate=rate(source.prevalence_before),
         after_rate=rate(source.prevalence_after),
-        ngrams=", ".join(source.top_ngrams[:12]) or "(none)",
+        ngrams=fence_line(", ".join(source.top_ngrams[:12]), "phrases") if source.top_ngrams else "(none)",
         more="AFTER" if source.delta > 0 else "BEFORE",
         less="BEFORE" if source.delta > 0 else "AFTER",
         more_examples=_examples(firing.filter(pl.col("checkpoint") == more), EXAMPLES),
@@ -291,8 +291,13 @@ def explanation_requests(features: pl.DataFrame, examples: dict[int, list[str]])
     system = render("explain_system")
     out = []
     for r in features.iter_rows(named=True):
-        grams = ", ".join(ngram_list(r["top_ngrams"])[:12]) or "(none)"
+        grams = ", ".join(ngram_list(r["top_ngrams"])[:12])
         text = "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(examples.get(r["feature_id"], [])))
-        user = render("explain_user", label=r["label"], ngrams=grams, examples=text or "(none)")
+        user = render(
+            "explain_user",
+            label=fence_line(r["label"], "feature"),
+            ngrams=fence_line(grams, "phrases") if grams else "(none)",
+            examples=text or "(none)",
+        )
         out.append((r["feature_id"], LLMRequest(system=system, user=user, schema=schema, max_tokens=120)))
     return out

@@ -13,6 +13,7 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
+from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
@@ -68,11 +69,14 @@ def label(
     spec: dict[str, Any],
     session: LLMSession | None,
     rng: np.random.Generator,
+    budget: Budget | None = None,
 ) -> pl.DataFrame:
-    """segment_id, label, evidence, weight on `population` for one hypothesis (blind to checkpoints)."""
+    """segment_id, label, evidence, weight on `population` for one hypothesis (blind to checkpoints).
+
+    A verifier stops when `budget` is spent (`LabelerTooSlow`) or cancelled; a judge's time is the LLM's."""
     kinds = hypothesis_kinds(labeler, spec)
     if labeler == "verifier":
-        return population.verifier_labels(Verifier(spec), kinds)
+        return population.verifier_labels(Verifier(spec), kinds, budget)
     if session is None:
         raise InputError("this hypothesis is labelled by an LLM judge: set ANTHROPIC_API_KEY and pass --llm MODEL")
     return judge_labels(session, spec["question"], population.of_kinds(kinds), rng)
@@ -165,13 +169,19 @@ def add_hypothesis(
 
 
 def test_hypothesis(
-    store: Store, hypothesis_id: int, *, llm: str | None = None, progress: Progress | None = None
+    store: Store,
+    hypothesis_id: int,
+    *,
+    llm: str | None = None,
+    progress: Progress | None = None,
+    budget: Budget | None = None,
 ) -> Validation:
     """`rldiff hypothesis test`: label the held-out split for one hypothesis and re-test the family.
 
     Uses the checkpoints, seed and FDR level of the last analysis; `llm` names the judge model (judge
     hypotheses only; default: the last analysis's, or the configured default when a key is set). `progress`
-    hears of its three steps: loading the held-out segments, labelling them, re-testing the family.
+    hears of its three steps: loading the held-out segments, labelling them, re-testing the family. Past its
+    `budget` (default `TEST_BUDGET_S`) labelling stops and the hypothesis is recorded inconclusive.
     """
     row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
     if row.height == 0:
@@ -186,7 +196,10 @@ def test_hypothesis(
         population = load_population(store, config.before, config.after, "heldout")
         advance(status=f"labelling held-out segments with the {labeler}")
         rng = np.random.default_rng([config.seed, hypothesis_id])
-        labels = label(population, labeler, spec, session, rng)
+        try:
+            labels = label(population, labeler, spec, session, rng, budget or Budget())
+        except LabelerTooSlow as exc:
+            return record_too_slow(store, hypothesis_id, str(exc))
         provenance = {
             **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
             **labeler_provenance(labeler, session, config),
@@ -203,6 +216,20 @@ def test_hypothesis(
 
 
 test_hypothesis.__test__ = False  # type: ignore[attr-defined]
+
+
+def record_too_slow(store: Store, hypothesis_id: int, reason: str) -> Validation:
+    """Record a hypothesis whose labelling ran past its budget as inconclusive, without labels."""
+    with store.transaction():
+        store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+        store.execute(
+            "UPDATE hypotheses SET status = 'inconclusive', reason = ?, prevalence_before = NULL, "
+            "prevalence_after = NULL, delta = NULL, ci_low = NULL, ci_high = NULL, p_value = NULL, q_value = NULL, "
+            "mde = NULL, n_labeled = 0, reward_assoc = NULL, tested_at = ? WHERE hypothesis_id = ?",
+            [reason, _now(), hypothesis_id],
+        )
+    log.warning("hypothesis %d: %s", hypothesis_id, reason)
+    return Validation(hypothesis_id, "inconclusive", reason, *([None] * 8), 0, None)
 
 
 def decide(store: Store, hypothesis_id: int, decision: str | None, note: str | None = None) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from engine.errors import InputError
+from engine.hypotheses.budget import Budget
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.store import Store
 
@@ -33,10 +34,15 @@ class Population:
             for r in segments.select("segment_id", "kind", "text", "tool_name", "tool_args").iter_rows(named=True)
         ]
 
-    def verifier_labels(self, verifier: Verifier, kinds: list[str]) -> pl.DataFrame:
-        """segment_id, label, evidence, weight for every segment of `kinds` (a verifier labels all of them)."""
+    def verifier_labels(self, verifier: Verifier, kinds: list[str], budget: Budget | None = None) -> pl.DataFrame:
+        """segment_id, label, evidence, weight for every segment of `kinds` (a verifier labels all of them);
+        `budget` is checked between segments (it raises when spent or cancelled)."""
         segments = self.of_kinds(kinds)
-        verdicts = verifier.label_all(self.views(segments))
+        check = budget.check if budget is not None else lambda: None
+        verdicts = []
+        for view in self.views(segments):
+            check()
+            verdicts.append(verifier(view))
         return pl.DataFrame(
             {
                 "segment_id": segments["segment_id"],

@@ -15,12 +15,14 @@ import numpy as np
 import polars as pl
 
 from engine.config import AnalyzeConfig
+from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.draft import Discovery, Draft, draft_all, explanation_requests
 from engine.hypotheses.ledger import (
     STAGE,
     label,
     labeler_provenance,
     open_session,
+    record_too_slow,
     replace_labels,
     revalidate,
 )
@@ -63,6 +65,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         log.info("hypotheses: up to date")
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
+        too_slow = 0
         session = open_session(store, config)
         discovery = Discovery(load_population(store, config.before, config.after, "discovery"))
         sources = load_sources(store, config.fdr)
@@ -86,17 +89,25 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         labelled: list[tuple[Draft, pl.DataFrame]] = []
         with progress.track("labelling held-out segments", len(drafts)) as advance:
             for draft in drafts:
-                labelled.append((draft, label(heldout, draft.labeler, draft.spec, session, rng)))
+                try:
+                    labelled.append((draft, label(heldout, draft.labeler, draft.spec, session, rng, Budget())))
+                except LabelerTooSlow as exc:  # not tested: dropped, and counted in the run's metrics
+                    log.warning("draft %r not tested: %s", draft.statement[:80], exc)
+                    too_slow += 1
                 advance(1)
         kept = store.frame(
             "SELECT hypothesis_id, labeler, spec FROM hypotheses h WHERE origin = 'user' OR decision IS NOT NULL "
             "OR note IS NOT NULL OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
         )
-        relabelled = [
-            (r["hypothesis_id"], label(heldout, r["labeler"], json.loads(r["spec"]), session, rng))
-            for r in kept.iter_rows(named=True)
-            if r["labeler"] == "verifier" or session is not None
-        ]
+        relabelled, slow = [], {}
+        for r in kept.iter_rows(named=True):
+            if r["labeler"] == "verifier" or session is not None:
+                try:
+                    labels = label(heldout, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
+                    slow[r["hypothesis_id"]] = str(exc)
+                    labels = None
+                relabelled.append((r["hypothesis_id"], labels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
             store.execute(
@@ -105,15 +116,21 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
             _write_drafts(store, labelled, session, config)
             for hypothesis_id, labels in relabelled:
-                replace_labels(store, hypothesis_id, labels)
+                if labels is None:
+                    store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+                else:
+                    replace_labels(store, hypothesis_id, labels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
             results = revalidate(store, heldout, config, np.random.default_rng([config.seed, 5]))
+        for hypothesis_id, reason in slow.items():
+            record_too_slow(store, hypothesis_id, reason)
         statuses = [v.status for v in results]
         record.metrics = {
             "sources": len(sources),
             "drafts": len(drafts),
             "tested": len(results),
+            "too_slow": too_slow + len(slow),
             **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive")},
             **(session.meter.summary() if session else {}),
         }

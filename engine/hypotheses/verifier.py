@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 KINDS = SEGMENT_KINDS
 MAX_PATTERN = 1000
 MAX_DEPTH = 12
+MAX_REGEXES = 8  # regex nodes per verifier: each may take REGEX_TIMEOUT_S on every segment
 REGEX_TIMEOUT_S = 0.2
 LEAVES = ("kind", "regex", "tool_name", "tool_name_regex", "arg_key", "arg_value")
 BRANCHES = ("all", "any", "not")
@@ -77,6 +78,8 @@ class Verifier:
         self.spec: dict[str, Any] = spec  # type: ignore[assignment]
         self._patterns: dict[int, regex.Pattern[str]] = {}
         self._check(self.spec, "$", 0)
+        if len(self._patterns) > MAX_REGEXES:
+            raise SpecError(f"$: {len(self._patterns)} regexes; a verifier may hold at most {MAX_REGEXES}")
 
     def _check(self, node: Any, path: str, depth: int) -> None:
         if depth > MAX_DEPTH:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import json
+import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,10 +15,24 @@ from typing import Any, BinaryIO
 
 from engine.errors import InputError, RecordError
 from engine.ingest import inspect_logs, openai_responses, swe_agent
-from engine.ingest.jsontext import JsonText, JsonTextError
-from engine.ingest.records import RecordReader, Rollout
+from engine.ingest.jsontext import JsonText, JsonTextError, loads
+from engine.ingest.records import RecordReader, Rollout, unpaired_surrogate
 
 FORMATS = ("auto", "jsonl", "openai", "anthropic", "tau-bench", "tau2", "openai-responses", "inspect", "swe-agent")
+# A JSONL line longer than this is refused without being held: the longest real rollouts are a few MB, and
+# decoding a line takes several times its size in memory.
+MAX_LINE_BYTES = 64 << 20
+# `--format auto` decides from at most this much of the (decompressed) start of a file.
+DETECT_BYTES = 1 << 20
+# What a broken gzip stream raises while it is read.
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# Keys that mark a multi-line document's format in its first DETECT_BYTES.
+_INSPECT_KEYS = (re.compile(r'"eval"\s*:\s*\{'), re.compile(r'"task"\s*:'))
+_SWE_AGENT_KEYS = re.compile(
+    r'"trajectory_format"\s*:\s*"mini-swe-agent'
+    r'|"trajectory"\s*:\s*\[\s*\{\s*"(?:action|thought|observation|response)"'
+)
 
 # A parsed item: a rollout, or the error that made its record unusable (kept so --skip-bad can quarantine it).
 Item = Rollout | RecordError
@@ -46,31 +63,65 @@ class Source:
                 sha.update(chunk)
         return sha.hexdigest()
 
-    def lines(self) -> Iterator[tuple[int, str]]:
-        """(physical line number, text) for every line."""
+    def numbered(self) -> Iterator[tuple[int, str | RecordError]]:
+        """(physical line number, text) for every line; a line that cannot be read (not UTF-8, longer than
+        `MAX_LINE_BYTES`) comes as its error, and a broken gzip stream ends with one."""
+        path = str(self.path)
+        number = 0
         with self._binary() as handle:
-            for number, raw in enumerate(handle, start=1):
+            while True:
+                number += 1
                 try:
-                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    raise RecordError(str(self.path), number, "encoding", "not valid UTF-8") from exc
-                yield number, text
+                    raw = handle.readline(MAX_LINE_BYTES + 1)
+                    if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                        while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                            pass  # skip the rest of the line without holding it
+                        yield number, RecordError(path, number, "line", f"longer than {MAX_LINE_BYTES >> 20} MiB")
+                        continue
+                except _GZIP_ERRORS as exc:
+                    yield number, RecordError(path, number, "gzip", f"corrupt or truncated gzip data ({exc})")
+                    return
+                if not raw:
+                    return
+                try:
+                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError:
+                    yield number, RecordError(path, number, "encoding", "not valid UTF-8")
 
     def magic(self) -> bytes:
         """The file's first four bytes as stored (a zip's signature, say)."""
         with self.path.open("rb") as handle:
             return handle.read(4)
 
-    def head(self) -> str:
-        """The first non-blank line (enough to recognise JSONL and the start of a document)."""
-        for _, line in self.lines():
-            if line.strip():
-                return line
-        return ""
+    def lines(self) -> Iterator[tuple[int, str]]:
+        """(physical line number, text) for every line; raises the first line's error."""
+        for number, text in self.numbered():
+            if isinstance(text, RecordError):
+                raise text
+            yield number, text
+
+    def prefix(self) -> tuple[str, bool]:
+        """At most `DETECT_BYTES` of the decoded start of the file (what `detect` decides from), and whether
+        that is the whole file."""
+        try:
+            with self._binary() as handle:
+                data = handle.read(DETECT_BYTES)
+        except _GZIP_ERRORS as exc:
+            raise RecordError(str(self.path), 1, "gzip", f"corrupt or truncated gzip data ({exc})") from exc
+        try:  # incremental: a character cut at the end of the prefix is dropped, not an error
+            text = codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=False)
+            return text, len(data) < DETECT_BYTES
+        except UnicodeDecodeError as exc:
+            raise RecordError(
+                str(self.path), data[: exc.start].count(b"\n") + 1, "encoding", "not valid UTF-8"
+            ) from exc
 
     def text(self) -> str:
-        with self._binary() as handle:
-            data = handle.read()
+        try:
+            with self._binary() as handle:
+                data = handle.read()
+        except _GZIP_ERRORS as exc:
+            raise RecordError(str(self.path), 1, "gzip", f"corrupt or truncated gzip data ({exc})") from exc
         try:
             return data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -80,49 +131,92 @@ class Source:
 
 
 def detect(source: Source) -> str:
-    """The format of a source, from its content."""
+    """The format of a source, from a bounded prefix of its content (`DETECT_BYTES`).
+
+    A zip is an Inspect `.eval` log or nothing. Otherwise from the first line when it parses; from the keys in
+    the prefix when it opens a multi-line document; and when it is a broken JSONL record, from the next
+    complete line that parses (the parser then reports line 1's own error, and `--skip-bad` can skip it).
+    """
     if source.magic() == b"PK\x03\x04":  # a zip: only Inspect's .eval logs are read
         if inspect_logs.is_inspect_log(source.path, None):
             return "inspect"
         raise RecordError(str(source.path), 1, "format", "a zip archive that is not an Inspect .eval log")
-    head = source.head().strip()
-    first = head[:1]
-    if first == "":
+    prefix, whole = source.prefix()
+    if not prefix.strip():
         raise RecordError(str(source.path), 1, "file", "empty file: no rollouts")
-    if first == "[":
-        items = JsonText(source.text()).array_items()
-        try:
-            _, item = next(items, (1, None))
-        except JsonTextError as exc:
-            raise RecordError(str(source.path), exc.line, "json", str(exc)) from exc
-        if isinstance(item, dict) and "traj" in item:
-            return "tau-bench"
-    elif first == "{":
-        try:
-            record = json.loads(head)
-        except json.JSONDecodeError:
-            record = None
-        if swe_agent.is_trajectory(record):
+    lines = [line for line in prefix.splitlines() if line.strip()]
+    complete = lines if whole or prefix.endswith("\n") else lines[:-1]
+    first = prefix.lstrip()[:1]
+    found: str | None = None
+    if not complete:  # one line longer than the prefix: JSONL (the parser caps its length), unless a document
+        found = _document_format(first, prefix, whole) or ("jsonl" if first == "{" else None)
+    elif _opens_document(complete[0]):
+        found = _document_format(first, prefix, whole)
+    elif (record := _decoded(complete[0])) is not None:
+        found = _record_format(record)
+    else:  # a broken first record: the next one that parses decides, else the parser reports line 1's error
+        records = (r for r in map(_decoded, complete[1:]) if r is not None)
+        found = next((f for f in map(_record_format, records) if f), "jsonl" if first == "{" else None)
+    if found is None:
+        raise _undetected(source)
+    return found
+
+
+def _decoded(line: str) -> Any:
+    """The JSON value of one line, or None when it does not parse."""
+    try:
+        return loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _opens_document(line: str) -> bool:
+    """Whether `line` is the start of a JSON value that goes on after it (a multi-line document)."""
+    try:
+        loads(line)
+    except json.JSONDecodeError as exc:
+        return exc.pos >= len(line.rstrip())  # ran out of text, rather than hit a syntax error
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
+def _record_format(record: Any) -> str | None:
+    """The format of a file whose first (or first good) line, or whole document, decodes to `record`."""
+    if swe_agent.is_trajectory(record):
+        return "swe-agent"
+    if openai_responses.is_responses_record(record):
+        return "openai-responses"
+    if isinstance(record, dict) and "messages" in record:
+        return _message_dialect(record["messages"])
+    if isinstance(record, dict) and "simulations" in record:
+        return "tau2"
+    if isinstance(record, dict) and isinstance(record.get("eval"), dict) and "task" in record["eval"]:
+        return "inspect"
+    if isinstance(record, list) and record and isinstance(record[0], dict) and "traj" in record[0]:
+        return "tau-bench"
+    return None
+
+
+def _document_format(first: str, prefix: str, whole: bool) -> str | None:
+    """The format of a multi-line JSON document: from its value when the prefix holds all of it, else from the
+    keys in the prefix."""
+    if whole and (record := _decoded(prefix)) is not None:
+        return _record_format(record)
+    if first == "[" and re.search(r'"traj"\s*:', prefix):
+        return "tau-bench"
+    if first == "{":
+        if re.search(r'"simulations"\s*:', prefix):
+            return "tau2"
+        if all(key.search(prefix) for key in _INSPECT_KEYS):
+            return "inspect"
+        if _SWE_AGENT_KEYS.search(prefix):
             return "swe-agent"
-        if openai_responses.is_responses_record(record):
-            return "openai-responses"
-        if isinstance(record, dict) and "messages" in record:
-            return _message_dialect(record["messages"])
-        if record is None or "simulations" in record:
-            text = source.text()
-            try:
-                if JsonText(text).member("simulations") is not None:
-                    return "tau2"
-            except JsonTextError:
-                pass
-            if inspect_logs.is_inspect_log(source.path, text):
-                return "inspect"
-            try:
-                if swe_agent.is_trajectory(json.loads(text)):
-                    return "swe-agent"
-            except json.JSONDecodeError:
-                pass
-    raise RecordError(
+    return None
+
+
+def _undetected(source: Source) -> RecordError:
+    return RecordError(
         str(source.path),
         1,
         "format",
@@ -154,14 +248,26 @@ def parse(source: Source, fmt: str, score: str | None = None) -> Iterator[Item]:
 def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
     """Canonical JSONL; with `dialect`, messages must use one vendor's shapes."""
     path = str(source.path)
-    for number, line in source.lines():
+    for number, line in source.numbered():
+        if isinstance(line, RecordError):
+            yield line
+            continue
         if not line.strip():
             continue
         reader = RecordReader(path, number)
         try:
-            record = json.loads(line.rstrip("\r\n"))
+            record = loads(line.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             yield reader.fail("json", f"{exc.msg} (column {exc.pos + 1})")
+            continue
+        except ValueError as exc:
+            yield reader.fail("json", str(exc))
+            continue
+        except RecursionError:
+            yield reader.fail("json", "nested too deeply")
+            continue
+        if _SURROGATE_ESCAPE.search(line) and (error := _surrogate_error(reader, record)):
+            yield error
             continue
         if dialect and isinstance(record, dict):
             found = _message_dialect(record.get("messages"))
@@ -171,14 +277,24 @@ def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
         yield _guard(reader, lambda r=reader, rec=record: r.rollout(rec))
 
 
+def _surrogate_error(reader: RecordReader, record: Any) -> RecordError | None:
+    """The error for a record holding a lone surrogate escape (checked only where the text has one)."""
+    where = unpaired_surrogate(record)
+    return reader.fail(where, "lone UTF-16 surrogate escape (\\ud800-\\udfff): not text") if where else None
+
+
 def _tau_bench(source: Source) -> Iterator[Item]:
     """tau-bench historical trajectories: a JSON list of {task_id, trial, reward, info, traj}."""
     path = str(source.path)
     try:
-        for line, record in JsonText(source.text()).array_items():
+        doc = JsonText(source.text())
+        suspicious = bool(_SURROGATE_ESCAPE.search(doc.text))
+        for line, record in doc.array_items():
             reader = RecordReader(path, line)
 
             def convert(r: RecordReader = reader, rec: Any = record) -> Rollout:
+                if suspicious and (error := _surrogate_error(r, rec)):
+                    raise error
                 if not isinstance(rec, dict):
                     raise r.fail("record", f"expected a JSON object, got {type(rec).__name__}")
                 task, trial = rec.get("task_id"), rec.get("trial")
@@ -202,6 +318,7 @@ def _tau2(source: Source) -> Iterator[Item]:
     """sierra-research/tau2-bench simulation results: {timestamp, info, tasks, simulations: [...]}."""
     path = str(source.path)
     doc = JsonText(source.text())
+    suspicious = bool(_SURROGATE_ESCAPE.search(doc.text))
     try:
         start = doc.member("simulations")
         if start is None:
@@ -212,6 +329,8 @@ def _tau2(source: Source) -> Iterator[Item]:
             reader = RecordReader(path, line)
 
             def convert(r: RecordReader = reader, s: Any = sim) -> Rollout:
+                if suspicious and (error := _surrogate_error(r, s)):
+                    raise error
                 if not isinstance(s, dict):
                     raise r.fail("simulation", f"expected a JSON object, got {type(s).__name__}")
                 reward_info = s.get("reward_info") if isinstance(s.get("reward_info"), dict) else {}
@@ -262,10 +381,14 @@ def _tau2_tokens(messages: Any) -> int | None:
 
 
 def _guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
+    """The converted record, or its error: anything unexpected while converting one record is that record's
+    error (so `--skip-bad` can quarantine it), never a crash of the whole ingest."""
     try:
         return convert()
     except RecordError as exc:
         return exc
+    except Exception as exc:
+        return reader.unexpected(exc)
 
 
 _ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {
@@ -274,6 +397,6 @@ _ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {
     "anthropic": lambda source: _jsonl(source, "anthropic"),
     "tau-bench": _tau_bench,
     "tau2": _tau2,
-    "openai-responses": lambda source: openai_responses.parse(str(source.path), source.lines()),
+    "openai-responses": lambda source: openai_responses.parse(str(source.path), source.numbered()),
     "swe-agent": lambda source: swe_agent.parse(source.path, source.text()),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +18,7 @@ import polars as pl
 
 from engine.errors import InputError, RecordError
 from engine.ingest.formats import FORMATS, Source, detect, parse
-from engine.ingest.records import Rollout
+from engine.ingest.records import RecordReader, Rollout
 from engine.ingest.segments import message_row, segment_rollout
 from engine.progress import NullProgress, Progress
 from engine.store import Store
@@ -104,9 +105,14 @@ _SEGMENT_SCHEMA = {
 }
 
 
-def quarantine_path(store: Store, path: Path, checkpoint: str) -> Path:
-    """Where --skip-bad writes the records it left out: beside the store."""
-    return store.path.with_name(f"{store.path.name}.quarantine") / f"{path.name}.{checkpoint}.jsonl"
+_UNSAFE_FILENAME = re.compile(r"[^\w.-]+")
+
+
+def quarantine_path(store: Store, path: Path, checkpoint: str, digest: str) -> Path:
+    """Where --skip-bad writes the records it left out: beside the store, one file per input content and
+    checkpoint (two inputs with the same base name do not overwrite each other's report)."""
+    name = _UNSAFE_FILENAME.sub("_", f"{path.name}.{digest[:12]}.{checkpoint}")[:200]
+    return store.path.with_name(f"{store.path.name}.quarantine") / f"{name}.jsonl"
 
 
 def resolve_formats(paths: list[str | Path], fmt: str) -> list[tuple[Path, str]]:
@@ -170,31 +176,23 @@ def ingest_file(
                     raise item
                 bad.append(item)
                 continue
+            rollout_key = next_rollout + result.rollouts
+            try:
+                rows = _rows(item, rollout_key, checkpoint, digest, next_segment + result.segments)
+            except Exception as exc:  # anything unexpected in one record is that record's error
+                error = RecordReader(str(path), item.line).unexpected(exc)
+                if not skip_bad:
+                    raise error from exc
+                bad.append(error)
+                continue
             seen[item.rollout_id] = item.line
             result.warnings.extend(item.warnings)
-            rows = segment_rollout(item)
+            batch.rollouts.append(rows[0])
+            batch.messages.extend(rows[1])
+            batch.segments.extend(rows[2])
+            result.segments += len(rows[2])
             result.assistant_turns += sum(1 for m in item.messages if m.role == "assistant")
-            result.reasoning_turns += len({r.message_index for r in rows if r.kind == "reasoning"})
-            rollout_key = next_rollout + result.rollouts
-            batch.rollouts.append(_rollout_row(item, rollout_key, checkpoint, digest))
-            batch.messages.extend(message_row(rollout_key, i, m) for i, m in enumerate(item.messages))
-            for row in rows:
-                batch.segments.append(
-                    {
-                        "segment_id": next_segment + result.segments,
-                        "rollout_key": rollout_key,
-                        "message_index": row.message_index,
-                        "part_index": row.part_index,
-                        "kind": row.kind,
-                        "text": row.text,
-                        "tool_name": row.tool_name,
-                        "tool_args": row.tool_args,
-                        "args_valid": row.args_valid,
-                        "origin": row.origin,
-                        "content_hash": row.content_hash,
-                    }
-                )
-                result.segments += 1
+            result.reasoning_turns += len({s["message_index"] for s in rows[2] if s["kind"] == "reasoning"})
             result.rollouts += 1
             advance(1, status=f"{result.segments} segments")
             if len(batch.rollouts) >= FLUSH_ROLLOUTS:
@@ -214,8 +212,32 @@ def ingest_file(
             _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
     result.skipped = len(bad)
     if bad:
-        result.quarantine = _write_quarantine(quarantine_path(store, path, checkpoint), source, bad)
+        result.quarantine = _write_quarantine(quarantine_path(store, path, checkpoint, digest), source, bad)
     return result
+
+
+def _rows(
+    rollout: Rollout, rollout_key: int, checkpoint: str, digest: str, first_segment: int
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rollout's row, its message rows and its segment rows (segment ids from `first_segment`)."""
+    messages = [message_row(rollout_key, i, m) for i, m in enumerate(rollout.messages)]
+    segments = [
+        {
+            "segment_id": first_segment + n,
+            "rollout_key": rollout_key,
+            "message_index": row.message_index,
+            "part_index": row.part_index,
+            "kind": row.kind,
+            "text": row.text,
+            "tool_name": row.tool_name,
+            "tool_args": row.tool_args,
+            "args_valid": row.args_valid,
+            "origin": row.origin,
+            "content_hash": row.content_hash,
+        }
+        for n, row in enumerate(segment_rollout(rollout))
+    ]
+    return _rollout_row(rollout, rollout_key, checkpoint, digest), messages, segments
 
 
 def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: str) -> dict[str, Any]:
@@ -251,10 +273,14 @@ def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, 
 def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
     """One JSON line per bad record: where, what is wrong, and the record's first line of text."""
     wanted = {e.line for e in bad}
-    try:
-        text = {number: line.rstrip("\n") for number, line in source.lines() if number in wanted}
-    except RecordError:  # not text (an Inspect .eval zip): the report names the samples without their text
+    if source.magic() == b"PK\x03\x04":  # an Inspect .eval zip: the report names the samples without their text
         text = {}
+    else:
+        text = {
+            number: line.rstrip("\n")
+            for number, line in source.numbered()
+            if number in wanted and isinstance(line, str)
+        }
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
         for error in bad:

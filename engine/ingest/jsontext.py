@@ -6,8 +6,25 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-_DECODER = json.JSONDecoder()
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number (rollout numbers must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a number (rollout numbers must be finite)")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite)
 _WS = " \t\r\n"
+
+
+def loads(text: str) -> Any:
+    """`json.loads` that refuses NaN, Infinity and numbers that overflow to infinity (e.g. 1e400)."""
+    return _DECODER.decode(text)
 
 
 class JsonTextError(ValueError):
@@ -50,6 +67,10 @@ class JsonText:
             return _DECODER.raw_decode(self.text, pos)
         except json.JSONDecodeError as exc:
             raise JsonTextError(exc.lineno, exc.msg) from exc
+        except ValueError as exc:  # a non-finite number
+            raise JsonTextError(self.line_at(pos), str(exc)) from exc
+        except RecursionError as exc:
+            raise JsonTextError(self.line_at(pos), "nested too deeply") from exc
 
     def first_char(self) -> str:
         pos = self._skip(0)

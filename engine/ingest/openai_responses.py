@@ -29,8 +29,12 @@ def is_responses_record(record: Any) -> bool:
     return isinstance(items, list) and any(isinstance(i, dict) and i.get("type") in ITEM_TYPES for i in items)
 
 
-def parse(path: str, lines: Iterator[tuple[int, str]]) -> Iterator[Rollout | RecordError]:
+def parse(path: str, lines: Iterator[tuple[int, str | RecordError]]) -> Iterator[Rollout | RecordError]:
+    """Responses API records, one a line; a line that could not be read comes through as its error."""
     for number, line in lines:
+        if isinstance(line, RecordError):
+            yield line
+            continue
         if not line.strip():
             continue
         reader = RecordReader(path, number)

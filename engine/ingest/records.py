@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,11 @@ from engine.ingest.reasoning import block_text, join, of_message, of_raw_respons
 log = logging.getLogger(__name__)
 
 ROLES = ("system", "user", "assistant", "tool")
+# Longer tool names are cut (with a warning): a name is a label in every table, and real ones are short.
+MAX_TOOL_NAME = 128
+# `trial` is an INTEGER column of the store.
+INT32 = (-(2**31), 2**31 - 1)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _ERROR_TEXT = re.compile(r"^\s*(error\b|exception\b|traceback\b|\{\s*\"error\")", re.IGNORECASE)
 
 
@@ -98,6 +104,12 @@ class RecordReader:
     def fail(self, field: str, problem: str) -> RecordError:
         return RecordError(self.path, self.line, field, problem)
 
+    def unexpected(self, exc: Exception) -> RecordError:
+        """An exception nobody anticipated while converting this record, as the record's error."""
+        if isinstance(exc, RecursionError):
+            return self.fail("record", "nested too deeply")
+        return self.fail("record", f"cannot convert ({type(exc).__name__}: {_shown(str(exc), 200)})")
+
     def warn(self, field: str, problem: str) -> None:
         message = f"{self.path}:{self.line}: {field}: {problem}"
         log.warning(message)
@@ -175,7 +187,9 @@ class RecordReader:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(key, f"expected an integer, got {json.dumps(value)}")
+            raise self.fail(key, f"expected an integer, got {_shown(value)}")
+        if not INT32[0] <= value <= INT32[1]:
+            raise self.fail(key, f"{_shown(value)} is out of range (at most {INT32[1]} in magnitude)")
         return value
 
     def optional_float(self, values: dict[str, Any], key: str) -> float | None:
@@ -183,8 +197,11 @@ class RecordReader:
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(key, f"expected a number, got {json.dumps(value)}")
-        return float(value)
+            raise self.fail(key, f"expected a number, got {_shown(value)}")
+        number = float(value) if not isinstance(value, int) or abs(value) < 2**1023 else math.inf
+        if not math.isfinite(number):
+            raise self.fail(key, f"expected a finite number, got {_shown(value)}")
+        return number
 
     # -- messages: canonical, OpenAI and Anthropic shapes ---------------------------------------------------
 
@@ -200,7 +217,10 @@ class RecordReader:
         reasoning = raw.get("reasoning", raw.get("reasoning_content"))
         if reasoning is not None and not isinstance(reasoning, str):
             raise self.fail(f"{where}.reasoning", f"expected a string, got {type(reasoning).__name__}")
-        calls = [self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw.get("tool_calls") or [])]
+        raw_calls = raw.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise self.fail(f"{where}.tool_calls", f"expected a list, got {type(raw_calls).__name__}")
+        calls = [self.tool_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
         is_error = raw.get("is_error", raw.get("error"))
         tool_call_id = raw.get("tool_call_id")
         if isinstance(content, list):
@@ -299,7 +319,10 @@ class RecordReader:
                 f"{where}.name",
             )
         if not isinstance(name, str) or not name.strip():
-            raise self.fail(name_field, "missing" if name is None else f"expected a tool name, got {name!r}")
+            raise self.fail(name_field, "missing" if name is None else f"expected a tool name, got {_shown(name)}")
+        if len(name) > MAX_TOOL_NAME:
+            self.warn(name_field, f"tool name of {len(name)} characters cut to {MAX_TOOL_NAME}")
+            name = name[:MAX_TOOL_NAME]
         valid = True
         if isinstance(arguments, str):
             try:
@@ -316,3 +339,31 @@ class RecordReader:
             arguments=arguments,
             arguments_valid=valid,
         )
+
+
+def _shown(value: Any, max_chars: int = 80) -> str:
+    """A bad value as JSON in an error message, cut short (it may be huge or hold anything)."""
+    try:
+        text = json.dumps(value, ensure_ascii=True, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def unpaired_surrogate(value: Any, where: str = "record") -> str | None:
+    """The field of the first string in a decoded JSON value holding a lone UTF-16 surrogate (`"\\ud800"`
+    decodes to one; it cannot be stored as UTF-8), or None."""
+    stack = [(where, value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _SURROGATE.search(item):
+                return at
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                if not key.isascii() and _SURROGATE.search(key):
+                    return at
+                stack.append((key if at == "record" else f"{at}.{key}", child))
+        elif isinstance(item, list):
+            stack.extend((f"{at}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return None

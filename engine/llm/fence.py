@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import re
 
-# C0/C1 control characters except tab and newline, and ANSI escape sequences.
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+from engine import safe_text
+
 MAX_CHARS = 2000
 
 
 def clean(text: str, max_chars: int = MAX_CHARS) -> str:
-    """Strip terminal control sequences and cut to `max_chars` (marking the cut)."""
-    text = _CONTROL.sub("", text)
+    """Strip control sequences and bidi/zero-width characters, and cut to `max_chars` (marking the cut)."""
+    text = safe_text.clean(text)
     return text if len(text) <= max_chars else text[:max_chars] + " [...cut]"
 
 
@@ -26,3 +25,9 @@ def fence(text: str, label: str) -> str:
     nonce = hashlib.sha256(body.encode()).hexdigest()[:8]
     body = body.replace(f"data-{nonce}", f"data_{nonce}")
     return f'<data-{nonce} label="{label}">\n{body}\n</data-{nonce}>'
+
+
+def fence_line(text: str, label: str, max_chars: int = 300) -> str:
+    """A short piece of rollout-derived text (a feature label, a tool name, n-grams) cleaned to one line, cut
+    to `max_chars`, and fenced like any other data."""
+    return fence(safe_text.line(text, max_chars), label)

@@ -3,17 +3,16 @@
 DuckDB lets one process write a database file, or several processes read it, never both. An MCP server lives
 as long as the agent's session, so holding the store open would block `rldiff analyze` (and the TUI's writes)
 for hours. Instead every tool call opens the store for just that call: read-only for reads and SQL,
-read-write for the tools that write. While another process is writing (an analysis, or the TUI, which keeps
-write access while it is open), a call waits up to `lock_wait_s` and then fails with a message naming the
-process. Calls in one server run one at a time: DuckDB refuses a second connection to the same file with
-different settings within a process.
+read-write for the tools that write. While another process is writing (an analysis), or holds the store
+while this call would write (the TUI, which keeps it open read-only), a call waits up to `lock_wait_s` and then
+fails with a message naming the process. Calls in one server run one at a time: DuckDB refuses a second
+connection to the same file with different settings within a process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ import duckdb
 from engine.errors import RldiffError, StoreLockedError
 from engine.mcp.sql import LOCKED_DOWN
 from engine.store import Store
+from engine.store.store import lock_holder
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,8 @@ class Opened:
 
 
 def _holder(exc: BaseException) -> str:
-    """' (PID n)' from DuckDB's lock error, when it names the process."""
-    text = str(exc.__cause__ or exc)
-    match = re.search(r"PID (\d+)", text)
-    return f" (PID {match.group(1)})" if match else ""
+    """' (locked by process n (its command))' from DuckDB's lock error."""
+    return f" ({lock_holder(exc)})"
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -79,19 +77,31 @@ class StoreAccess:
                 if writing:
                     raise StoreBusy(
                         f"{self.path} is open in another process{_holder(exc)}, and writing needs sole access: "
-                        "close `rldiff tui` (or wait for `rldiff analyze` to finish) and call again"
+                        "close the process named (or wait for `rldiff analyze` to finish) and call again"
                     ) from exc
                 raise StoreBusy(
-                    f"{self.path} is being written by another process{_holder(exc)}: `rldiff analyze` "
-                    "running, or `rldiff tui` open (it keeps write access while open); call again when "
-                    "it is done"
+                    f"{self.path} is being written by another process{_holder(exc)}: call again when it is done"
                 ) from exc
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This call's turn at the store: waits up to `lock_wait_s` for the call before it (a long hypothesis
+        test, a slow query), then says so rather than queue behind it."""
+        if not self._one_call.acquire(timeout=self.lock_wait_s):
+            raise StoreBusy(
+                f"{self.path}: another tool call of this server (a hypothesis test or a slow query) is still "
+                "using the store; call again in a few seconds"
+            )
+        try:
+            yield
+        finally:
+            self._one_call.release()
 
     @contextlib.contextmanager
     def _opened(self, read_only: bool) -> Iterator[Opened]:
         if not self.path.exists():
             raise RldiffError(f"{self.path}: no such store")
-        with self._one_call:
+        with self._turn():
             store = self._open(lambda: Store(self.path, read_only=read_only), writing=not read_only)
             try:
                 con = store.cursor()
@@ -115,7 +125,7 @@ class StoreAccess:
         """A read-only connection without file system access or changeable settings, for agents' SQL."""
         if not self.path.exists():
             raise RldiffError(f"{self.path}: no such store")
-        with self._one_call:
+        with self._turn():
             con = self._open(
                 lambda: duckdb.connect(str(self.path), read_only=True, config=dict(LOCKED_DOWN)), writing=False
             )

@@ -27,8 +27,17 @@ LOCKED_DOWN: dict[str, Any] = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
+    # DuckDB's default is 80% of RAM, and a sort spills to disk beyond it: one agent query took the server
+    # to 5 GB. 1 GB sorts tens of millions of rows; past it the query fails with an out-of-memory error.
+    "memory_limit": "1GB",
+    "temp_directory": "",
+    "max_temp_directory_size": "0B",
     "lock_configuration": True,
 }
+# The whole result an agent gets, as JSON: whole rows up to this size, then `truncated`. A result much
+# larger than this fills the agent's context without telling it more than a narrower query would.
+MAX_RESULT_CHARS = 200_000
+_POLL_S = 0.05  # how often a running query checks for cancellation
 # Query-node types a read may contain; anything else (INSERT_QUERY_NODE, ...) modifies data.
 _READ_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
 _ACCEPTED = "SELECT, WITH … SELECT, FROM …, VALUES, DESCRIBE, SHOW or SUMMARIZE"
@@ -52,6 +61,7 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     truncated: bool  # more rows than the cap
     elapsed_s: float
+    deadline: float = 0.0  # time.monotonic() past which serialising the result must stop too
 
 
 def _first_line(exc: BaseException) -> str:
@@ -91,8 +101,15 @@ def check_query(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         raise QueryRefused(f"the query contains a data-modifying part ({', '.join(writes)}); only reads are accepted")
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, max_rows: int, timeout_s: float) -> QueryResult:
-    """Check and run `sql` on `con`, keeping at most `max_rows` rows, interrupting it after `timeout_s`.
+def run_query(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    max_rows: int,
+    timeout_s: float,
+    cancel: threading.Event | None = None,
+) -> QueryResult:
+    """Check and run `sql` on `con`, keeping at most `max_rows` rows, interrupting it after `timeout_s` or
+    once `cancel` is set. The result's `deadline` is when `timeout_s` runs out (serialising counts too).
 
     `con` should be a read-only connection opened with `LOCKED_DOWN`; it is left busy (close it after).
     """
@@ -101,25 +118,44 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, max_rows: int, timeout_s
     if not 0 < timeout_s <= MAX_TIMEOUT_S:
         raise InputError(f"timeout_s must be above 0 and at most {MAX_TIMEOUT_S:g}")
     check_query(con, sql)
-    timer = threading.Timer(timeout_s, con.interrupt)
     start = time.perf_counter()
-    timer.start()
+    deadline = time.monotonic() + timeout_s
+    finished = threading.Event()
+    cancel = cancel or threading.Event()
+
+    def watch() -> None:
+        while not finished.wait(_POLL_S):
+            if cancel.is_set() or time.monotonic() >= deadline:
+                con.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, name="query-watch", daemon=True)
+    watcher.start()
     try:
         cur = con.execute(sql)
         rows = cur.fetchmany(max_rows + 1)
         description = cur.description or []
     except duckdb.InterruptException as exc:
+        if cancel.is_set():
+            raise QueryTimeout("the query was cancelled") from exc
         raise QueryTimeout(
             f"the query ran longer than {timeout_s:g}s and was stopped; narrow it (filters, LIMIT) or raise timeout_s"
+        ) from exc
+    except duckdb.OutOfMemoryException as exc:
+        raise InputError(
+            f"the query needs more than the {LOCKED_DOWN['memory_limit']} agent queries get; "
+            "narrow it (filters, LIMIT, fewer columns)"
         ) from exc
     except duckdb.Error as exc:
         raise InputError(f"query failed: {_first_line(exc)}") from exc
     finally:
-        timer.cancel()
+        finished.set()
+        watcher.join()
     return QueryResult(
         columns=[d[0] for d in description],
         types=[str(d[1]) for d in description],
         rows=rows[:max_rows],
         truncated=len(rows) > max_rows,
         elapsed_s=time.perf_counter() - start,
+        deadline=deadline,
     )

