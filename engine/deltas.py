@@ -159,7 +159,7 @@ def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame |
     tools = sorted(set(tool_calls["tool"].to_list()))
     tool_code = {name: i for i, name in enumerate(tools)}
     tool_totals = np.zeros((n, len(tools)))
-    np.add.at(tool_totals, (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]), tool_calls["n"])
+    np.add.at(tool_totals, (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]), tool_calls["n"].to_numpy())
     support = sp.csr_array(
         (np.ones(tool_fired.height), ([tool_code[t] for t in tool_fired["tool"]], tool_fired["f"].to_numpy())),
         shape=(len(tools), m),
@@ -364,14 +364,12 @@ def compute_deltas(
     kinds = [k for k in (*KINDS, ANY) if k in data.totals]
     views = {kind: KindView.of(data, kind) for kind in kinds}
     described = {kind: _describe_kind(data, views[kind], fdr, max_permutations) for kind in kinds}
-    # One permutation block per (kind, family): BH runs within each family.
+    # One permutation block per kind (one set of permutations); BH runs within each family.
     plan = []
     for kind in kinds:
         table = described[kind]
-        tested = table["tested"].to_numpy()
-        family = table["family"].to_numpy()
-        for name in np.unique(family[tested]):
-            plan.append((kind, str(name), np.flatnonzero(tested & (family == name))))
+        columns = np.flatnonzero(table["tested"].to_numpy())
+        plan.append((kind, table["family"].to_numpy()[columns], columns))
     blocks = [views[kind].block(columns) for kind, _, columns in plan]
     n_tested = sum(columns.size for _, _, columns in plan)
     with progress.track("deltas: permutation tests", len(kinds)) as advance:
@@ -380,13 +378,13 @@ def compute_deltas(
         )
         advance(len(kinds), status=f"{n_tested} tests")
     p_all = np.concatenate([r.p_value for r in results]) if results else np.array([])
-    family_all = np.repeat([f for _, f, _ in plan], [c.size for _, _, c in plan])
+    family_all = np.concatenate([f for _, f, _ in plan]) if plan else np.array([], dtype=object)
     q_all = family_qvalues(p_all, family_all)
     offsets = np.cumsum([0] + [c.size for _, _, c in plan])
     stats_by_kind: dict[str, list[pl.DataFrame]] = {kind: [] for kind in kinds}
     task_frames = []
     with progress.track("deltas: intervals, reward, tasks", len(plan)) as advance:
-        for i, (kind, name, columns) in enumerate(plan):
+        for i, (kind, _, columns) in enumerate(plan):
             estimate, ci_low, ci_high = _intervals(views[kind], columns)
             assoc_b, assoc_a = _reward_columns(data, kind, columns)
             ids = described[kind]["feature_id"].gather(columns)
@@ -407,7 +405,7 @@ def compute_deltas(
                 )
             )
             task_frames.append(_task_rows(data, views[kind], columns, ids.to_numpy()))
-            advance(1, status=f"{kind} {name}")
+            advance(1, status=kind)
     frames = []
     for kind in kinds:
         table = described[kind]
@@ -433,7 +431,7 @@ def compute_deltas(
         "skipped_by_reason": {r["skip_reason"]: r["len"] for r in skipped.iter_rows(named=True)}
         if skipped is not None
         else {},
-        "tested_by_kind": {kind: int(sum(c.size for k, _, c in plan if k == kind)) for kind in kinds},
+        "tested_by_kind": {kind: int(columns.size) for kind, _, columns in plan},
         "tested_by_family": tested_by_family,
         "significant_by_family": significant_by_family,
         "n_significant": int((q_all < fdr).sum()),

@@ -104,7 +104,7 @@ def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_per
     for start, stop in spans:
         y = dense_columns(rates, start, stop)
         gamma = contrast.gamma(y)
-        stat = contrast.statistic(contrast.x[None, :], y, gamma)[0]
+        stat = contrast.observed(y, gamma)
         observed[start:stop] = stat / contrast.xx
         columns.append((as_float32(y), gamma, np.abs(stat) * (1 - TIE_TOLERANCE)))
     done = 0
@@ -125,15 +125,15 @@ def refined_pvalues(
     *,
     fdr: float,
     max_permutations: int,
-    families: Sequence[str] | None = None,
+    families: Sequence[np.ndarray] | None = None,
 ) -> list[PermutationResult]:
     """Permutation p-values for several blocks tested together, refined where the Monte Carlo floor binds.
 
     With m tests, Benjamini-Hochberg needs p near fdr * k / m, far below the floor 1 / (B + 1) of B
     permutations when m is large. After a first round of `n_permutations`, features with fewer than
     MIN_EXCEEDANCES exceedances that BH does not already reject are re-tested with ten times as many fresh
-    permutations, up to `max_permutations`. `families` names each block's testing family (BH runs within
-    a family; one family for all when None). Each refined p-value comes from its fresh permutations alone,
+    permutations, up to `max_permutations`. `families` gives each block's columns their testing family
+    (BH runs within a family; one family for all when None). Each refined p-value comes from its fresh permutations alone,
     which are independent of the selection, so it stays a valid p-value.
     """
     results = [permutation_pvalues(block, rng, n_permutations) for block in blocks]
@@ -143,7 +143,7 @@ def refined_pvalues(
     p = np.concatenate([r.p_value for r in results])
     exceed = np.concatenate([r.exceedances for r in results])
     n_used = np.full(p.size, n_permutations)
-    family = np.repeat(np.asarray(families or [""] * len(blocks), dtype=object), [b.n_features for b in blocks])
+    family = np.concatenate(families) if families else np.zeros(p.size, dtype=np.int64)
     n_next = n_permutations * 10
     while n_next <= max_permutations:
         q = family_qvalues(p, family)

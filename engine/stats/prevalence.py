@@ -10,7 +10,7 @@ import numpy as np
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.intervals import effect_interval
-from engine.stats.permutation import PermutationBlock, permutation_pvalues
+from engine.stats.permutation import PermutationBlock, refined_pvalues
 from engine.stats.rates import effects, standardised_prevalence
 from engine.stats.signflip import signflip_floor, signflip_pvalues, task_deltas
 
@@ -55,6 +55,8 @@ def test_prevalence(
     confidence: float = 0.95,
     *,
     new_tasks: bool = False,
+    fdr: float = 0.05,
+    max_permutations: int | None = None,
 ) -> PrevalenceTest:
     """Compare feature prevalence between two checkpoints, respecting tasks and rollouts.
 
@@ -62,7 +64,8 @@ def test_prevalence(
     or (n_rollouts, n_features) weighted segment counts; is_after: (n_rollouts,) bool; task: (n_rollouts,)
     codes. The unit is each rollout's rate c/t (engine.stats.rates); rollouts with no segments (1-d totals)
     and tasks seen by one checkpoint leave the design. p: within-task permutation test ("these tasks"), or
-    with `new_tasks` the sign-flip test over tasks ("new tasks"). CI: cluster-robust t over tasks from
+    with `new_tasks` the sign-flip test over tasks ("new tasks"); p-values at the Monte Carlo floor that BH at
+    `fdr` does not reject are refined up to `max_permutations` (sign patterns: that many at once). CI: cluster-robust t over tasks from
     MIN_TASKS tasks, heteroscedasticity-robust within task below. All NaN when no task is shared.
     """
     counts = np.asarray(counts, dtype=np.float64)
@@ -86,12 +89,13 @@ def test_prevalence(
     low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
     if new_tasks:
         weights, deltas = task_deltas(design, y)
-        p = signflip_pvalues(weights, deltas, rng, n_permutations)[0]
+        p = signflip_pvalues(weights, deltas, rng, max_permutations or n_permutations)[0]
         floor = np.full(counts.shape[1], signflip_floor(design.n_tasks))
         scope = "new tasks"
     else:
-        p = permutation_pvalues(block, rng, n_permutations).p_value
-        floor = np.maximum(attainable_pvalue(y, design), 1 / (n_permutations + 1))
+        budget = max_permutations or n_permutations
+        p = refined_pvalues([block], rng, n_permutations, fdr=fdr, max_permutations=budget)[0].p_value
+        floor = np.maximum(attainable_pvalue(y, design), 1 / (budget + 1))
         scope = "these tasks"
     return PrevalenceTest(before, after, after - before, low, high, p, floor, pooled_b, pooled_a, scope)
 

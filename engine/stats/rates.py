@@ -32,7 +32,7 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
 
     1-d totals must be positive (the caller's design holds only rollouts with segments of the kind). With
     2-d totals (a denominator per feature), a rollout without segments for a feature gets that feature's
-    task mean over the rollouts that have some (0 if none do): computed without the labels, so permuting
+    task mean over the rollouts that have some (the mean over all tasks if none do): computed without the labels, so permuting
     labels stays exact, and such a rollout adds nothing to the within-task contrast.
     """
     totals = np.asarray(totals, dtype=np.float64)
@@ -49,8 +49,9 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
         rates = np.where(has, dense / np.where(has, totals, 1.0), 0.0)
     onehot = task_onehot(design.task, design.n_tasks)
     n_has = onehot @ has.astype(np.float64)
+    overall = rates.sum(axis=0) / np.maximum(has.sum(axis=0), 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        fill = np.where(n_has > 0, (onehot @ rates) / np.maximum(n_has, 1), 0.0)
+        fill = np.where(n_has > 0, (onehot @ rates) / np.maximum(n_has, 1), overall)
     return np.where(has, rates, fill[design.task])
 
 
@@ -81,6 +82,11 @@ class Contrast:
         return x
 
     @cached_property
+    def z_pinv(self) -> np.ndarray | None:
+        """(k', n_rollouts) the pseudo-inverse of z, so covariate slopes are one product."""
+        return None if self.z is None else np.linalg.pinv(self.z)
+
+    @cached_property
     def xx(self) -> float:
         return float(self.x @ self.x)
 
@@ -90,9 +96,9 @@ class Contrast:
 
     def gamma(self, y: np.ndarray) -> np.ndarray | None:
         """(k', n_features) covariate slopes of the reduced (null) model, or None without covariates."""
-        if self.z is None:
+        if self.z_pinv is None:
             return None
-        return np.linalg.lstsq(self.z, y - self.design.task_means(y), rcond=None)[0]
+        return self.z_pinv @ y  # z is centred within task, so y's task means drop out
 
     def statistic(self, x_rows: np.ndarray, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
         """(n_rows, n_features) x_rows @ residual(y) for rows of (permuted) contrast vectors, float64.
@@ -103,6 +109,11 @@ class Contrast:
         if gamma is not None:
             stat -= (x_rows.astype(np.float64) @ self.z) @ gamma
         return stat
+
+    def observed(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
+        """(n_features,) the observed statistic x @ residual(y), in float64 throughout."""
+        stat = self.x @ y
+        return stat if gamma is None else stat - (self.x @ self.z) @ gamma
 
     def null_residuals(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
         """(n_rollouts, n_features) residuals of the reduced model (task means and covariates, no label)."""

@@ -197,6 +197,16 @@ CREATE TABLE IF NOT EXISTS hypothesis_labels (
     PRIMARY KEY (hypothesis_id, segment_id)
 );
 
+-- Every held-out test ever run, kept when its hypothesis is dropped or redrafted: the held-out BH family
+-- counts all of them, so re-running the stage cannot forget earlier tests (docs/statistics.md).
+CREATE TABLE IF NOT EXISTS heldout_tests (
+    statement      VARCHAR NOT NULL,
+    spec           VARCHAR NOT NULL,
+    p_value        DOUBLE,
+    tested_at      TIMESTAMP NOT NULL,
+    PRIMARY KEY (statement, spec)
+);
+
 -- Labels a person gave, to calibrate the labeler.
 CREATE TABLE IF NOT EXISTS user_labels (
     hypothesis_id  INTEGER NOT NULL,
