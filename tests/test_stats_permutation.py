@@ -116,10 +116,23 @@ def test_refinement_lifts_the_monte_carlo_floor_only_where_it_binds():
     # 99 permutations: floor 0.01, BH over 400 tests needs <= 0.05 * 3 / 400: nothing can be found.
     assert coarse.p_value[:3].min() == pytest.approx(0.01)
     [refined] = refined_pvalues([block], np.random.default_rng(1), 99, fdr=0.05, max_permutations=99_000)
-    # One round of 9,900 fresh permutations suffices: BH then rejects all three, so refinement stops.
+    # Sequential Monte Carlo: a planted feature never exceeds, so it draws up to the cap (here the budget,
+    # under 10 * 400 / 0.05), whatever BH says; its p-value counts all its draws.
     assert (bh_qvalues(refined.p_value)[:3] < 0.05).all()
-    np.testing.assert_allclose(refined.p_value[:3], 1 / 9901)
-    # Null features leave the refinement once their p-value is clearly off the floor.
+    np.testing.assert_allclose(refined.p_value[:3], 1 / 99_001)
+    assert (refined.n_permutations[:3] == 99_000).all()
+    # Null features leave the refinement once they have MIN_EXCEEDANCES exceedances.
     assert (refined.n_permutations[3:] == 99).mean() > 0.8
     assert (refined.n_permutations[3:] <= 990).mean() > 0.97
+    done = refined.n_permutations < 99_000
+    assert (refined.exceedances[done] >= permutation.MIN_EXCEEDANCES).all()
     np.testing.assert_array_equal(refined.observed, coarse.observed)
+
+
+def test_refinement_stops_at_the_family_cap():
+    """A small family needs no finer resolution than ten times its smallest BH threshold."""
+    data = simulate(np.random.default_rng(8), n_tasks=30, n_features=4, shift=0.3, shifted_features=2, shifted_tasks=30)
+    design = CheckpointDesign.from_labels(data.is_after, data.task)
+    block = PermutationBlock(as_float32(data.counts), as_float32(data.totals), design)
+    [refined] = refined_pvalues([block], np.random.default_rng(2), 99, fdr=0.05, max_permutations=99_000)
+    assert refined.n_permutations[:2].max() == 990  # cap 10 * 4 / 0.05 = 800: one round past it, then stop

@@ -17,7 +17,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign, as_float32
-from engine.stats.fdr import family_qvalues
 from engine.stats.rates import Contrast, Matrix, rollout_rates
 
 log = logging.getLogger(__name__)
@@ -130,35 +129,41 @@ def refined_pvalues(
     """Permutation p-values for several blocks tested together, refined where the Monte Carlo floor binds.
 
     With m tests, Benjamini-Hochberg needs p near fdr * k / m, far below the floor 1 / (B + 1) of B
-    permutations when m is large. After a first round of `n_permutations`, features with fewer than
-    MIN_EXCEEDANCES exceedances that BH does not already reject are re-tested with ten times as many fresh
-    permutations, up to `max_permutations`. `families` gives each block's columns their testing family
-    (BH runs within a family; one family for all when None). Each refined p-value comes from its fresh permutations alone,
-    which are independent of the selection, so it stays a valid p-value.
+    permutations when m is large. Sequential Monte Carlo (Besag and Clifford, 1991): a feature keeps drawing
+    permutations, in rounds growing tenfold up to `max_permutations`, until it has MIN_EXCEEDANCES
+    exceedances; its p-value is (exceedances + 1) / (permutations + 1) over all its draws. Whether a feature
+    continues depends on its own exceedances only. (Continuing only the features BH has not yet rejected, as an
+    earlier version did, gives boundary features a second chance: 8.5% of clean null studies then had a false
+    finding in a 20-test family instead of 5%.) A feature also stops once its resolution is ten times finer
+    than the smallest threshold BH can use in its family (fdr / m_family; `families` labels each block's
+    columns, one family when None): a cap fixed before any draw, so it keeps the p-values valid.
     """
     results = [permutation_pvalues(block, rng, n_permutations) for block in blocks]
     if not results:
         return results
     offsets = np.cumsum([0] + [block.n_features for block in blocks])
-    p = np.concatenate([r.p_value for r in results])
     exceed = np.concatenate([r.exceedances for r in results])
-    n_used = np.full(p.size, n_permutations)
+    n_used = np.concatenate([r.n_permutations for r in results])
+    p = np.concatenate([r.p_value for r in results])
     family = np.concatenate(families) if families else np.zeros(p.size, dtype=np.int64)
+    names, code = np.unique(family, return_inverse=True)
+    m_family = np.bincount(code, weights=np.isfinite(p), minlength=names.size)[code]
+    cap = np.minimum(max_permutations, MIN_EXCEEDANCES * m_family / fdr)
     n_next = n_permutations * 10
     while n_next <= max_permutations:
-        q = family_qvalues(p, family)
-        candidates = (exceed < MIN_EXCEEDANCES) & ~(q < fdr) & ~np.isnan(p)
+        candidates = (exceed < MIN_EXCEEDANCES) & (n_used < cap) & ~np.isnan(p)
         if not candidates.any():
             break
-        log.info("refining %d p-values with %d permutations", int(candidates.sum()), n_next)
+        log.info("refining %d p-values up to %d permutations", int(candidates.sum()), n_next)
         for i, block in enumerate(blocks):
             columns = np.flatnonzero(candidates[offsets[i] : offsets[i + 1]])
             if columns.size == 0:
                 continue
-            fresh = permutation_pvalues(block.select(columns), rng, n_next)
-            p[offsets[i] + columns] = fresh.p_value
-            exceed[offsets[i] + columns] = fresh.exceedances
+            extra = permutation_pvalues(block.select(columns), rng, n_next - n_permutations)
+            exceed[offsets[i] + columns] += extra.exceedances
             n_used[offsets[i] + columns] = n_next
+        n_permutations = n_next
+        p = np.where(np.isnan(p), np.nan, (exceed + 1) / (n_used + 1))
         n_next *= 10
     return [
         PermutationResult(r.observed, *(a[offsets[i] : offsets[i + 1]] for a in (p, exceed, n_used)))
