@@ -157,14 +157,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_deltas(args: argparse.Namespace) -> int:
     from engine.console import deltas_table
-    from engine.deltas import ranked_deltas, testing_summary
+    from engine.deltas import family_summary, ranked_deltas, testing_summary
     from engine.store import Store
 
     with Store(_existing(args.store), read_only=True) as store:
         rows = ranked_deltas(store, args.kind, args.top)
         if rows.height == 0:
             raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
-        out.print(deltas_table(rows, testing_summary(store), out.width))
+        out.print(deltas_table(rows, testing_summary(store), out.width, family_summary(store)))
     return 0
 
 

@@ -52,25 +52,29 @@ def _pts(x: float | None) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:+.1f}"
 
 
-def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Table:
-    """Ranked deltas: label, kind, prevalence before/after, delta in points with its CI, q."""
+def deltas_table(
+    rows: pl.DataFrame, tested: dict[str, int], width: int, families: dict[str, object] | None = None
+) -> Table:
+    """Ranked deltas: label, kind, testing family, prevalence before/after, delta in points with its CI, q
+    (within the family); `families` (engine.deltas.family_summary) adds tests per family and the length change."""
     table = Table(
         title="Deltas (discovery split), most significant first",
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    numbers = (("kind", 9), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
+    numbers = (("kind", 9), ("family", 10), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
     # the label takes what the numbers leave (each column has 2 cells of padding)
     label_width = max(16, width - sum(w + 2 for _, w in numbers) - 10)
     table.add_column("feature", no_wrap=True, overflow="ellipsis", max_width=label_width)
     for name, cells in numbers:
-        table.add_column(name, justify="left" if name == "kind" else "right", no_wrap=True, min_width=cells)
+        table.add_column(name, justify="left" if name in ("kind", "family") else "right", no_wrap=True, min_width=cells)
     for r in rows.iter_rows(named=True):
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
         table.add_row(
             Text(" ".join(r["label"].split())),  # one line: labels can hold newlines from the rollouts
             r["kind"],
+            r.get("family") or "–",
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
             f"{_pts(r['delta'])} ({ci})",
@@ -81,6 +85,15 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
         f"{tested.get('tested', 0)} (feature, kind) pairs tested, {tested.get('significant', 0)} significant; "
         f"not tested: {skipped or 'none'}"
     )
+    if families:
+        per_family = ", ".join(
+            f"{name} {n} ({families['significant_by_family'].get(name, 0)} significant)"
+            for name, n in families["tested_by_family"].items()
+        )
+        table.caption += (
+            f"\nBH within each family: {per_family}. Rollouts are {families['length_ratio']:.2f}x as long after "
+            "('any' rows are adjusted for log-length; prevalence is each rollout's own rate)."
+        )
     return table
 
 

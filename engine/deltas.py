@@ -13,6 +13,7 @@ the others are recorded as skipped. Methods and choices: docs/statistics.md.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 
@@ -519,3 +520,16 @@ def testing_summary(store: Store) -> dict[str, int]:
     summary = {row["what"]: int(row["n"]) for row in rows.iter_rows(named=True)}
     summary["significant"] = int(rows["significant"].sum()) if rows.height else 0
     return summary
+
+
+def family_summary(store: Store) -> dict[str, object] | None:
+    """Tests and findings per testing family and the rollouts' length change, from the last deltas run."""
+    metrics = store.scalar(
+        "SELECT metrics FROM runs WHERE stage = ? AND status = 'done' ORDER BY finished_at DESC LIMIT 1", [STAGE]
+    )
+    if metrics is None:
+        return None
+    data = json.loads(metrics)
+    if "tested_by_family" not in data:
+        return None
+    return {k: data.get(k) for k in ("tested_by_family", "significant_by_family", "length_ratio")}
