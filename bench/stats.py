@@ -3,9 +3,10 @@
     .venv/bin/python bench/stats.py [--features 20000] [--rollouts 2600] [--permutations 10000]
 
 1. Vectorised: every feature's null (each rollout's rate, labels permuted within task) from one
-   (permutations x rollouts) @ (rollouts x features) product, in chunks. Baselines in the same run, timed on a subset of features and extrapolated linearly (each feature
-   is independent work in a loop): (a) a per-feature loop drawing its own within-task permutations and
-   computing the statistic (what a per-feature call of a permutation-test routine does); (b)
+   (permutations x rollouts) @ (rollouts x features) product, in chunks. Baselines in the same run, timed on a
+   subset of features and extrapolated linearly (each feature is independent work in a loop): (a) a
+   per-feature loop drawing its own within-task permutations and computing the statistic (what a per-feature
+   call of a permutation-test routine does); (b)
    scipy.stats.permutation_test per feature, which cannot even respect tasks (it permutes freely).
 2. Clustering: Jaccard co-activation over turns plus hdbscan for 2,000 significant features.
 """

@@ -262,9 +262,7 @@ def _test_clusters(
         if kind not in data.counts:
             continue
         counts = data.counts[kind][:, ids].toarray()
-        test = test_prevalence(
-            counts, data.totals[kind], data.is_after, data.task, rng, config.permutations
-        )
+        test = test_prevalence(counts, data.totals[kind], data.is_after, data.task, rng, config.permutations)
         out.append(
             pl.DataFrame(
                 {

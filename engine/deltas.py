@@ -160,7 +160,11 @@ def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame |
     tools = sorted(set(tool_calls["tool"].to_list()))
     tool_code = {name: i for i, name in enumerate(tools)}
     tool_totals = np.zeros((n, len(tools)))
-    np.add.at(tool_totals, (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]), tool_calls["n"].to_numpy())
+    np.add.at(
+        tool_totals,
+        (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]),
+        tool_calls["n"].to_numpy(),
+    )
     support = sp.csr_array(
         (np.ones(tool_fired.height), ([tool_code[t] for t in tool_fired["tool"]], tool_fired["f"].to_numpy())),
         shape=(len(tools), m),
@@ -240,9 +244,7 @@ def _describe_kind(data: Discovery, view: KindView, fdr: float, max_permutations
         ratio = np.where(prev_b > 0, prev_a / prev_b, np.nan)
     floor = attainable_pvalue(view.rates, design) if design.n_tasks else np.ones(n_features)
     floor = np.maximum(floor, 1 / (max_permutations + 1))
-    reason = np.where(
-        (roll_b == 0) | (roll_a == 0), SKIP_NO_SEGMENTS, np.where(floor > fdr, SKIP_UNATTAINABLE, "")
-    )
+    reason = np.where((roll_b == 0) | (roll_a == 0), SKIP_NO_SEGMENTS, np.where(floor > fdr, SKIP_UNATTAINABLE, ""))
     segs = view.totals if view.totals.ndim == 1 else data.totals[kind][view.rows]
     return pl.DataFrame(
         {

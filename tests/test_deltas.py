@@ -80,14 +80,17 @@ def test_planted_shifts_are_found_with_covering_intervals(study):
 def test_prevalence_rates_and_threshold_match_a_direct_count(study):
     _run(study)
     per_rollout = (
-        "SELECT r.checkpoint, r.task_id, r.rollout_key, count(DISTINCT s.segment_id) FILTER (WHERE sf.activation >= 1.0) "
-        "AS fired, count(DISTINCT s.segment_id) AS segments FROM rollouts r JOIN segments s USING (rollout_key) "
+        "SELECT r.checkpoint, r.task_id, r.rollout_key, "
+        "count(DISTINCT s.segment_id) FILTER (WHERE sf.activation >= 1.0) AS fired, "
+        "count(DISTINCT s.segment_id) AS segments FROM rollouts r JOIN segments s USING (rollout_key) "
         "LEFT JOIN segment_features sf ON sf.segment_id = s.segment_id AND sf.feature_id = 5 "
         "WHERE r.split = 'discovery' AND s.kind = 'text' GROUP BY ALL"
     )
     direct = study.frame(
-        f"WITH r AS ({per_rollout}), t AS (SELECT checkpoint, task_id, avg(fired / segments)::DOUBLE AS rate FROM r GROUP BY ALL) "
-        "SELECT checkpoint, (SELECT avg(rate) FROM t WHERE t.checkpoint = r.checkpoint) AS rate, sum(fired)::DOUBLE AS fired, "
+        f"WITH r AS ({per_rollout}), "
+        "t AS (SELECT checkpoint, task_id, avg(fired / segments)::DOUBLE AS rate FROM r GROUP BY ALL) "
+        "SELECT checkpoint, (SELECT avg(rate) FROM t WHERE t.checkpoint = r.checkpoint) AS rate, "
+        "sum(fired)::DOUBLE AS fired, "
         "sum(segments)::DOUBLE AS segments, count(*) FILTER (WHERE fired > 0) AS rollouts_fired, count(*) AS rollouts "
         "FROM r GROUP BY checkpoint"
     )

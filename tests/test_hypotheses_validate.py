@@ -67,7 +67,10 @@ def test_discovery_delta_never_decides_and_earlier_tests_stay_counted(study) -> 
     store, _ = study
     heldout = load_population(store, "before", "after", "heldout")
     labels = pl.concat(
-        [labels_for(heldout, 7, {"regex": "confirm"}, ["text"]), labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"])]
+        [
+            labels_for(heldout, 7, {"regex": "confirm"}, ["text"]),
+            labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"]),
+        ]
     )
     claims = [Claim(7, "increase"), Claim(0, "increase")]
     plain = validate(heldout, labels, claims, np.random.default_rng(1), n_permutations=300)
@@ -91,7 +94,9 @@ def test_task_level_test_speaks_for_new_tasks(study) -> None:
         heldout, labels, [Claim(0, "increase")], np.random.default_rng(2), n_permutations=300, new_tasks=True
     )
     assert within.scope == "these tasks" and across.scope == "new tasks"
-    assert "new tasks" in across.reason and across.floor == pytest.approx(2 / 2 ** len(set(heldout.rollout_arrays()[2])))
+    assert "new tasks" in across.reason and across.floor == pytest.approx(
+        2 / 2 ** len(set(heldout.rollout_arrays()[2]))
+    )
     assert across.status == "validated"
 
 

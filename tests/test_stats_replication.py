@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from engine.stats.prevalence import pooled_shares, test_prevalence
 from bench.calibration import SCENARIOS, run_study
+from engine.stats.prevalence import pooled_shares, test_prevalence
 from tests.factories_stats import simulate
 
 pytestmark = pytest.mark.slow

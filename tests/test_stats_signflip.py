@@ -20,7 +20,9 @@ def test_exact_enumeration_matches_a_hand_count():
 
 def test_a_few_tasks_cannot_reach_the_level_and_say_so():
     data = simulate(np.random.default_rng(1), n_tasks=4, n_features=3, shift=0.4, shifted_features=3, shifted_tasks=4)
-    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, np.random.default_rng(2), new_tasks=True)
+    result = test_prevalence(
+        data.counts, data.totals, data.is_after, data.task, np.random.default_rng(2), new_tasks=True
+    )
     assert result.scope == "new tasks"
     assert (result.floor == 0.125).all() and (result.p_value >= 0.125).all()
 

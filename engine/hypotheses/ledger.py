@@ -119,7 +119,8 @@ def revalidate(
     now = _now()
     for r, v in zip(rows.iter_rows(named=True), results, strict=True):
         store.execute(
-            "INSERT OR REPLACE INTO heldout_tests VALUES (?, ?::VARCHAR, ?, ?)", [r["statement"], r["spec"], v.p_value, now]
+            "INSERT OR REPLACE INTO heldout_tests VALUES (?, ?::VARCHAR, ?, ?)",
+            [r["statement"], r["spec"], v.p_value, now],
         )
         store.execute(
             "UPDATE hypotheses SET status = ?, reason = ?, prevalence_before = ?, prevalence_after = ?, delta = ?, "

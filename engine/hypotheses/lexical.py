@@ -3,8 +3,8 @@
 The features stage may miss a short, rare phrase (an SAE latent that also fires on most other text hides it).
 Every n-gram whose design lets it reach significance (Tarone's attainable p, as in the deltas) gets the deltas'
 test: each rollout's rate, within-task permutation of checkpoint labels, p-values refined where the Monte Carlo
-floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The strongest significant ones become sources; drafting,
-merging and held-out validation then treat them like feature sources.
+floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The strongest
+significant ones become sources; drafting, merging and held-out validation then treat them like feature sources.
 """
 
 from __future__ import annotations

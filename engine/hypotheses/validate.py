@@ -198,7 +198,8 @@ def _decide(
         return "rejected", f"changed the other way: {change}"
     if np.isfinite(floor) and floor > fdr:
         return "inconclusive", (
-            f"cannot detect at this size: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; {change}"
+            f"cannot detect at this size: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; "
+            f"{change}"
         )
     if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
         return "rejected", f"not replicated: {change}; the CI rules out a change of {MIN_EFFECT * 100:.0f} pts or more"

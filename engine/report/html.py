@@ -74,7 +74,8 @@ def render_html(content: ReportContent) -> str:
     )
     for d in content.deltas:
         parts.append(
-            f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{h(d.family or '')}</td><td>{pct(d.prevalence_before)}</td>"
+            f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{h(d.family or '')}</td>"
+            f"<td>{pct(d.prevalence_before)}</td>"
             f"<td>{pct(d.prevalence_after)}</td><td>{pts(d.delta)}</td>"
             f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td></tr>"
         )

@@ -64,9 +64,9 @@ def test_prevalence(
     or (n_rollouts, n_features) weighted segment counts; is_after: (n_rollouts,) bool; task: (n_rollouts,)
     codes. The unit is each rollout's rate c/t (engine.stats.rates); rollouts with no segments (1-d totals)
     and tasks seen by one checkpoint leave the design. p: within-task permutation test ("these tasks"), or
-    with `new_tasks` the sign-flip test over tasks ("new tasks"); p-values at the Monte Carlo floor that BH at
-    `fdr` does not reject are refined up to `max_permutations` (sign patterns: that many at once). CI: cluster-robust t over tasks from
-    MIN_TASKS tasks, heteroscedasticity-robust within task below. All NaN when no task is shared.
+    with `new_tasks` the sign-flip test over tasks ("new tasks"); p-values at the Monte Carlo floor are refined
+    sequentially up to `max_permutations` (sign patterns: that many at once). CI: cluster-robust t over tasks
+    from MIN_TASKS tasks, heteroscedasticity-robust within task below. All NaN when no task is shared.
     """
     counts = np.asarray(counts, dtype=np.float64)
     totals = np.asarray(totals, dtype=np.float64)

@@ -32,7 +32,8 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
 
     1-d totals must be positive (the caller's design holds only rollouts with segments of the kind). With
     2-d totals (a denominator per feature), a rollout without segments for a feature gets that feature's
-    task mean over the rollouts that have some (the mean over all tasks if none do): computed without the labels, so permuting
+    task mean over the rollouts that have some (the mean over all tasks if none do): computed without the
+    labels, so permuting
     labels stays exact, and such a rollout adds nothing to the within-task contrast.
     """
     totals = np.asarray(totals, dtype=np.float64)
