@@ -104,7 +104,7 @@ def revalidate(
     claims = []
     for r in rows.iter_rows(named=True):
         provenance = json.loads(r["provenance"]) if r["provenance"] else {}
-        claims.append(Claim(r["hypothesis_id"], r["direction"], provenance.get("labeler_discovery_delta")))
+        claims.append(Claim(r["hypothesis_id"], r["direction"]))
     labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
     results = validate(
         population,

@@ -29,12 +29,11 @@ MAX_PERMUTATION_FACTOR = 100
 
 @dataclass(frozen=True)
 class Claim:
-    """What is tested: a hypothesis's direction, and the effect its drafting saw on discovery (if any; shown for
-    context only, never a decision rule: selection inflates it)."""
+    """What is tested: a hypothesis and its direction. (The discovery delta is not part of it: selection
+    inflates it, so no decision compares with it.)"""
 
     hypothesis_id: int
     direction: str  # 'increase' | 'decrease'
-    discovery_delta: float | None = None
 
 
 @dataclass(frozen=True)
