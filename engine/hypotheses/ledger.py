@@ -92,7 +92,7 @@ def revalidate(
     """Test every labelled hypothesis as one family (BH across them and every earlier held-out test, from
     `heldout_tests`) and write the results; by sign-flip over tasks when the split held out whole tasks."""
     rows = store.frame(
-        "SELECT hypothesis_id, direction, provenance, statement, spec FROM hypotheses "
+        "SELECT hypothesis_id, direction, statement, spec FROM hypotheses "
         "WHERE hypothesis_id IN (SELECT DISTINCT hypothesis_id FROM hypothesis_labels) ORDER BY hypothesis_id"
     )
     previous = store.frame(
@@ -101,10 +101,7 @@ def revalidate(
         "WHERE h.statement = t.statement AND h.spec::VARCHAR = t.spec)"
     )["p_value"].to_list()
     new_tasks = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") in ("task", "environment")
-    claims = []
-    for r in rows.iter_rows(named=True):
-        provenance = json.loads(r["provenance"]) if r["provenance"] else {}
-        claims.append(Claim(r["hypothesis_id"], r["direction"]))
+    claims = [Claim(r["hypothesis_id"], r["direction"]) for r in rows.iter_rows(named=True)]
     labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
     results = validate(
         population,
