@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.kinds import ANY, SEGMENT_KINDS, family_of
-from engine.progress import Progress
+from engine.progress import NullProgress, Progress
 from engine.runs import is_done, record_run
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign, task_onehot
@@ -46,6 +46,9 @@ CONFIDENCE = 0.95
 MAX_PERMUTATION_FACTOR = 100
 # Columns of dense rollout x feature blocks held at once outside the permutation test.
 FEATURE_CHUNK = 2048
+
+# Rows of the whole-study exploratory ranking kept in the run metrics when tasks are too few to split by task.
+EXPLORATORY_TOP = 20
 
 SKIP_NO_SEGMENTS = "no segments of this kind in one checkpoint"
 SKIP_UNATTAINABLE = "cannot reach significance at this size"
@@ -90,16 +93,19 @@ def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame | None = None) -> Discovery:
-    """Read the discovery split of `before` and `after` into per-kind sparse firing counts.
+def load_discovery(
+    store: Store, before: str, after: str, groups: pl.DataFrame | None = None, *, whole_study: bool = False
+) -> Discovery:
+    """Read the discovery split (`whole_study`: every rollout) of `before` and `after` into per-kind sparse
+    firing counts.
 
     Columns are features (feature_id order) or, with `groups` (feature_id, group: 0..n-1), groups of
     features: a segment counts for a group when any member fires in it (clusters use this).
     """
     rollouts = store.frame(
         "SELECT rollout_key, task_id, checkpoint = ? AS is_after, reward FROM rollouts "
-        "WHERE split = 'discovery' AND checkpoint IN (?, ?) ORDER BY rollout_key",
-        [after, before, after],
+        "WHERE (split = 'discovery' OR ?) AND checkpoint IN (?, ?) ORDER BY rollout_key",
+        [after, whole_study, before, after],
     )
     shared = rollouts.group_by("task_id").agg(pl.col("is_after").n_unique().alias("sides"))
     shared = shared.filter(pl.col("sides") == 2)["task_id"]
@@ -483,6 +489,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             store.append("feature_task_deltas", tables.task_deltas)
         record.metrics.update(tables.metrics)
         record.metrics["split_mode"] = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'")
+        if record.metrics["split_mode"] == "rollout":
+            record.metrics["exploratory"] = exploratory_ranking(store, config, rng)
         log.info(
             "deltas: %d tested, %d skipped, %d with q < %g",
             tables.metrics["n_tested"],
@@ -491,6 +499,26 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             config.fdr,
         )
     return tables.deltas.height
+
+
+def exploratory_ranking(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> list[dict[str, object]]:
+    """With too few tasks to split by task, the whole study's strongest changes, for looking at only.
+
+    Every rollout (both splits) goes through the same statistics; the rows are ranked by p-value, then |delta|,
+    and marked exploratory: they share data with everything validated later, so they are never a finding.
+    Confirmation stays with the held-out split (within task, "these tasks")."""
+    data = load_discovery(store, config.before, config.after, whole_study=True)
+    tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=NullProgress())
+    names = store.frame("SELECT feature_id, name FROM features")
+    top = (
+        tables.deltas.filter(pl.col("tested"))
+        .join(names, on="feature_id")
+        .with_columns(size=pl.col("delta").abs())
+        .sort(["p_value", "size"], descending=[False, True], nulls_last=True)
+        .head(EXPLORATORY_TOP)
+        .select("feature_id", "name", "kind", "family", "prevalence_before", "prevalence_after", "delta", "p_value")
+    )
+    return [{**row, "status": "exploratory"} for row in top.iter_rows(named=True)]
 
 
 def ranked_deltas(store: Store, kind: str | None = None, top: int = 20) -> pl.DataFrame:

@@ -268,3 +268,20 @@ def test_nothing_to_compare_is_a_clear_input_error(store, change):
     with pytest.raises(InputError, match="no task has discovery rollouts of both"):
         _run(store)
     assert store.scalar("SELECT status FROM runs WHERE stage = 'deltas'") == "failed"
+
+
+def test_small_study_ranks_the_hand_off_first_exploratively(tau2_store):
+    """4 tasks x 4 rollouts a side (the tau2 pair cut down): too few to split by task, so the whole study is
+    ranked, marked exploratory; the transfer change (most rollouts -> few) comes first."""
+    tau2_store.execute(
+        "DELETE FROM rollouts WHERE rollout_key IN (SELECT rollout_key FROM (SELECT rollout_key, row_number() "
+        "OVER (PARTITION BY task_id, checkpoint ORDER BY rollout_key) AS n FROM rollouts) WHERE n > 4)"
+    )
+    tau2_store.execute("DELETE FROM segments WHERE rollout_key NOT IN (SELECT rollout_key FROM rollouts)")
+    _analyse_sample(tau2_store, "standard", "tighter")
+    metrics = json.loads(tau2_store.scalar("SELECT metrics FROM runs WHERE stage = 'deltas'"))
+    assert metrics["split_mode"] == "rollout" and metrics["few_tasks"]
+    top = metrics["exploratory"]
+    assert {row["status"] for row in top} == {"exploratory"}
+    first = top[0]
+    assert first["name"] in ("tool:transfer_to_human_agents", "word:transfer") and first["delta"] < 0, top[:3]
