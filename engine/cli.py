@@ -231,6 +231,16 @@ def cmd_hypothesis_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hypothesis_calibrate(args: argparse.Namespace) -> int:
+    from engine.console import calibration_text
+    from engine.hypotheses.calibration import calibrate
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        out.print(calibration_text(args.id, calibrate(store, args.id, llm=args.llm)))
+    return 0
+
+
 def cmd_bench_planted(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -389,6 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int)
     p.add_argument("segment", type=int)
     p.add_argument("label", choices=("yes", "no"))
+    p = hsub.add_parser("calibrate", help="the labeler against your labels: confusion matrices, corrected delta")
+    p.set_defaults(handler=cmd_hypothesis_calibrate)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument("--llm", help="judge model for segments the judge has not labelled (judge hypotheses only)")
 
     p = command("tui", cmd_tui, "triage the study in the terminal UI")
     p.add_argument("store")

@@ -14,6 +14,7 @@ from engine.kinds import SEGMENT_KINDS
 from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
+    from engine.hypotheses.calibration import Calibration
     from engine.hypotheses.validate import Validation
 
 
@@ -107,4 +108,27 @@ def validation_text(v: Validation) -> Text:
         f"q {'–' if v.q_value is None else f'{v.q_value:.3g}'}, {v.n_labeled} segments labelled\n"
     )
     line.append(v.reason)
+    return line
+
+
+def calibration_text(hypothesis_id: int, c: Calibration) -> Text:
+    """The labeler against the user's hand labels: confusion matrix per checkpoint and the PPI++ delta."""
+    line = Text(f"hypothesis {hypothesis_id}: labeler against {c.n} hand labels\n", style="bold")
+    for side, m in (c.by_checkpoint or {}).items():
+        sens = m["tp"] / (m["tp"] + m["fn"]) if m["tp"] + m["fn"] else math.nan
+        spec = m["tn"] / (m["tn"] + m["fp"]) if m["tn"] + m["fp"] else math.nan
+        line.append(
+            f"  {side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  "
+            f"sensitivity {_pct(sens)}  specificity {_pct(spec)}\n"
+        )
+    if c.ppi is None:
+        line.append("corrected delta: needs at least 2 hand labels in each checkpoint")
+        return line
+    p = c.ppi
+    line.append(
+        f"corrected (PPI++): {_pct(p.before.estimate)} -> {_pct(p.after.estimate)}, "
+        f"Δ {_pts(p.delta)} pts, 95% CI {_pts(p.ci_low)}…{_pts(p.ci_high)} "
+        f"(labeler weight {p.before.weight:.2f} / {p.after.weight:.2f}; "
+        f"{p.before.n_hand} + {p.after.n_hand} hand labels)"
+    )
     return line
