@@ -219,7 +219,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_deltas(args: argparse.Namespace) -> int:
     from engine.console import deltas_table
-    from engine.deltas import ranked_deltas, testing_summary
+    from engine.deltas import family_summary, ranked_deltas, testing_summary
     from engine.store import Store
 
     with Store(_existing(args.store), read_only=True) as store:
@@ -237,9 +237,9 @@ def cmd_deltas(args: argparse.Namespace) -> int:
             else:
                 out.print(reward_strata_table(rows, strata, out.width))
         elif args.json:
-            print_json({"deltas": rows.to_dicts(), "tested": testing_summary(store)})
+            print_json({"deltas": rows.to_dicts(), "tested": testing_summary(store), "families": family_summary(store)})
         else:
-            out.print(deltas_table(rows, testing_summary(store), out.width))
+            out.print(deltas_table(rows, testing_summary(store), out.width, family_summary(store)))
     return 0
 
 
@@ -360,6 +360,16 @@ def cmd_hypothesis_label(args: argparse.Namespace) -> int:
 
     with Store(_existing(args.store)) as store:
         add_user_label(store, args.id, args.segment, args.label == "yes")
+    return 0
+
+
+def cmd_hypothesis_calibrate(args: argparse.Namespace) -> int:
+    from engine.console import calibration_text
+    from engine.hypotheses.calibration import calibrate
+    from engine.store import Store
+
+    with Store(_existing(args.store)) as store:
+        out.print(calibration_text(args.id, calibrate(store, args.id, llm=args.llm)))
     return 0
 
 
@@ -536,6 +546,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=int)
     p.add_argument("segment", type=int)
     p.add_argument("label", choices=("yes", "no"))
+    p = hsub.add_parser("calibrate", help="the labeler against your labels: confusion matrices, corrected delta")
+    p.set_defaults(handler=cmd_hypothesis_calibrate)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument("--llm", help="judge model for segments the judge has not labelled (judge hypotheses only)")
 
     p = command("tui", cmd_tui, "triage the study in the terminal UI")
     p.add_argument("store")

@@ -44,7 +44,6 @@ SPLIT_DEPTH = 2
 # For a handful of features (no cluster found otherwise): features this close are not split apart.
 SMALL_INPUT_MERGE = 0.5
 LABEL_MEMBERS = 3
-N_BOOTSTRAP = 1000
 KIND_ORDER = (*deltas.KINDS, deltas.ANY)
 
 
@@ -263,9 +262,7 @@ def _test_clusters(
         if kind not in data.counts:
             continue
         counts = data.counts[kind][:, ids].toarray()
-        test = test_prevalence(
-            counts, data.totals[kind], data.is_after, data.task, rng, config.permutations, N_BOOTSTRAP
-        )
+        test = test_prevalence(counts, data.totals[kind], data.is_after, data.task, rng, config.permutations)
         out.append(
             pl.DataFrame(
                 {

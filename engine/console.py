@@ -15,6 +15,7 @@ from engine.safe_text import clean, line
 from engine.store.queries import StudySummary
 
 if TYPE_CHECKING:
+    from engine.hypotheses.calibration import Calibration
     from engine.hypotheses.validate import Validation
 
 
@@ -86,21 +87,28 @@ def _label_column(table: Table, numbers: tuple[tuple[str, int], ...], width: int
     return label_width
 
 
-def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Table:
-    """Ranked deltas: label, kind, prevalence before/after, delta in points with its CI, q."""
+def deltas_table(
+    rows: pl.DataFrame, tested: dict[str, int], width: int, families: dict[str, object] | None = None
+) -> Table:
+    """Ranked deltas: label, kind, testing family, prevalence before/after, delta in points with its CI, q
+    (within the family); `families` (engine.deltas.family_summary) adds tests per family and the length change."""
     table = Table(
         title="Deltas (discovery split), most significant first",
         title_justify="left",
         caption_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    numbers = (("kind", 9), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
+    # the family goes under the kind (its q is within the family) so the label keeps the width at 80 columns
+    numbers = (("kind", 10), ("before", 6), ("after", 6), ("Δ pts (95% CI)", 19), ("q", 7))
     label_width = _label_column(table, numbers, width)
     for r in rows.iter_rows(named=True):
         ci = f"{_pts(r['ci_low'])}…{_pts(r['ci_high'])}"
+        kind = Text(line(r["kind"]))
+        if r.get("family"):
+            kind.append(f"\n{r['family']}", style="dim")
         table.add_row(
             label_text(r["label"], label_width),
-            Text(line(r["kind"])),
+            kind,
             _pct(r["prevalence_before"]),
             _pct(r["prevalence_after"]),
             f"{_pts(r['delta'])} ({ci})",
@@ -111,6 +119,15 @@ def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int) -> Tabl
         f"{tested.get('tested', 0)} (feature, kind) pairs tested, {tested.get('significant', 0)} significant; "
         f"not tested: {skipped or 'none'}"
     )
+    if families:
+        per_family = ", ".join(
+            f"{name} {n} ({families['significant_by_family'].get(name, 0)} significant)"
+            for name, n in families["tested_by_family"].items()
+        )
+        table.caption += (
+            f"\nBH within each family: {per_family}. Rollouts are {families['length_ratio']:.2f}x as long after "
+            "('any' rows are adjusted for log-length; prevalence is each rollout's own rate)."
+        )
     return table
 
 
@@ -155,3 +172,26 @@ def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) ->
         )
     table.caption = "success: reward >= 0.5; prevalence before→after among those rollouts' segments."
     return table
+
+
+def calibration_text(hypothesis_id: int, c: Calibration) -> Text:
+    """The labeler against the user's hand labels: confusion matrix per checkpoint and the PPI++ delta."""
+    text = Text(f"hypothesis {hypothesis_id}: labeler against {c.n} hand labels\n", style="bold")
+    for side, m in (c.by_checkpoint or {}).items():
+        sens = m["tp"] / (m["tp"] + m["fn"]) if m["tp"] + m["fn"] else math.nan
+        spec = m["tn"] / (m["tn"] + m["fp"]) if m["tn"] + m["fp"] else math.nan
+        text.append(
+            f"  {side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  "
+            f"sensitivity {_pct(sens)}  specificity {_pct(spec)}\n"
+        )
+    if c.ppi is None:
+        text.append("corrected delta: needs at least 2 hand labels in each checkpoint")
+        return text
+    p = c.ppi
+    text.append(
+        f"corrected (PPI++): {_pct(p.before.estimate)} -> {_pct(p.after.estimate)}, "
+        f"Δ {_pts(p.delta)} pts, 95% CI {_pts(p.ci_low)}…{_pts(p.ci_high)} "
+        f"(labeler weight {p.before.weight:.2f} / {p.after.weight:.2f}; "
+        f"{p.before.n_hand} + {p.after.n_hand} hand labels)"
+    )
+    return text

@@ -1,16 +1,19 @@
 """The deltas stage: how often each feature fires before and after, per segment kind, on the discovery split.
 
-For every feature and segment kind (plus 'any', the rollout-level view): prevalence per checkpoint (share of
-segments of that kind where the feature fires, activation >= features.threshold), the rollout-level rate
-(share of rollouts where it fires at least once), delta and ratio, a within-task permutation p-value, a
-Benjamini-Hochberg q-value across everything tested, a bootstrap CI, and the association of firing with reward
-within each checkpoint. Features too rare or too common to test are skipped and recorded as such.
-Methods and choices: docs/statistics.md.
+For every feature and segment kind (plus 'any', the rollout-level view): prevalence per checkpoint as the
+task-weighted mean of each rollout's own rate (firing segments of the kind / its segments of the kind; for
+tool calls, among calls to the tools the feature fires on), the pooled share beside it, the rollout-level rate
+(share of rollouts where it fires at least once), delta and ratio, a within-task permutation p-value (for
+'any' rows adjusted for log-length, Freedman-Lane), Benjamini-Hochberg q-values within each pre-declared
+family (engine.kinds.FAMILIES), a confidence interval on the same estimand, and the association of firing with
+reward within each checkpoint. A feature is tested only when the design lets it reach significance (Tarone);
+the others are recorded as skipped. Methods and choices: docs/statistics.md.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass
 
@@ -20,36 +23,35 @@ import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
-from engine.kinds import SEGMENT_KINDS
-from engine.progress import Progress
+from engine.kinds import ANY, SEGMENT_KINDS, family_of
+from engine.progress import NullProgress, Progress
 from engine.runs import is_done, record_run
-from engine.stats.bootstrap import bootstrap_ci
-from engine.stats.design import CheckpointDesign, as_float32, task_onehot
-from engine.stats.fdr import bh_qvalues
-from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
+from engine.stats.attainable import attainable_pvalue
+from engine.stats.design import CheckpointDesign, task_onehot
+from engine.stats.fdr import family_qvalues
+from engine.stats.intervals import effect_interval
+from engine.stats.permutation import PermutationBlock, refined_pvalues
+from engine.stats.rates import effects, rollout_rates, standardised_prevalence
 from engine.stats.reward import reward_association
 from engine.store import Store
 
 log = logging.getLogger(__name__)
 
 STAGE = "deltas"
+# Bumped when the statistics change, so a stored run of an older method is recomputed.
+METHOD_VERSION = 2
 KINDS = SEGMENT_KINDS
-ANY = "any"
-# A feature is tested only if it fires in at least MIN_SUPPORT rollouts and fails to fire (in some segment of
-# the kind) in at least MIN_SUPPORT rollouts. With k firing rollouts, the most extreme within-task relabelling
-# has probability about 2**-k (two-sided 2**(1 - k)): below 5 no p-value can reach 0.05, so such tests add to
-# the BH count m without any chance of a finding (Tarone's argument). The same holds for the complement.
-MIN_SUPPORT = 5
-N_BOOTSTRAP = 1000
 CONFIDENCE = 0.95
 # Refinement of p-values stuck at the Monte Carlo floor goes up to this many times config.permutations.
 MAX_PERMUTATION_FACTOR = 100
 # Columns of dense rollout x feature blocks held at once outside the permutation test.
 FEATURE_CHUNK = 2048
 
+# Rows of the whole-study exploratory ranking kept in the run metrics when tasks are too few to split by task.
+EXPLORATORY_TOP = 20
+
 SKIP_NO_SEGMENTS = "no segments of this kind in one checkpoint"
-SKIP_RARE = "too rare"
-SKIP_COMMON = "too common"
+SKIP_UNATTAINABLE = "cannot reach significance at this size"
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,13 @@ class Discovery:
     """Discovery rollouts of the two checkpoints in tasks both share, and what fired in them."""
 
     rollouts: pl.DataFrame  # rollout_key, task_id, is_after, reward; row i is rollout index i
-    features: pl.DataFrame  # feature_id; row j is column j (a group number when loaded by groups)
+    features: pl.DataFrame  # feature_id, source; row j is column j (a group number when loaded by groups)
     totals: dict[str, np.ndarray]  # kind -> (n_rollouts,) segments of that kind ('any': 1 if any segment)
     counts: dict[str, sp.csc_array]  # kind -> (n_rollouts, n_features) firing segments ('any': 0/1)
     n_dropped: int  # discovery rollouts of tasks seen by one checkpoint only
+    lengths: np.ndarray  # (n_rollouts,) analysed segments (all kinds)
+    tool_totals: np.ndarray | None = None  # (n_rollouts, n_tools) tool calls per tool
+    tool_support: sp.csr_array | None = None  # (n_tools, n_features) 1 where the feature fires on that tool
 
     @property
     def is_after(self) -> np.ndarray:
@@ -88,16 +93,19 @@ def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame | None = None) -> Discovery:
-    """Read the discovery split of `before` and `after` into per-kind sparse firing counts.
+def load_discovery(
+    store: Store, before: str, after: str, groups: pl.DataFrame | None = None, *, whole_study: bool = False
+) -> Discovery:
+    """Read the discovery split (`whole_study`: every rollout) of `before` and `after` into per-kind sparse
+    firing counts.
 
     Columns are features (feature_id order) or, with `groups` (feature_id, group: 0..n-1), groups of
     features: a segment counts for a group when any member fires in it (clusters use this).
     """
     rollouts = store.frame(
         "SELECT rollout_key, task_id, checkpoint = ? AS is_after, reward FROM rollouts "
-        "WHERE split = 'discovery' AND checkpoint IN (?, ?) ORDER BY rollout_key",
-        [after, before, after],
+        "WHERE (split = 'discovery' OR ?) AND checkpoint IN (?, ?) ORDER BY rollout_key",
+        [after, whole_study, before, after],
     )
     shared = rollouts.group_by("task_id").agg(pl.col("is_after").n_unique().alias("sides"))
     shared = shared.filter(pl.col("sides") == 2)["task_id"]
@@ -105,10 +113,11 @@ def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame |
     task_code = np.unique(kept["task_id"].to_numpy(), return_inverse=True)[1].ravel()
     kept = kept.with_columns(task_code=pl.Series(task_code, dtype=pl.Int64)).with_row_index("r")
     if groups is None:
-        columns = store.frame("SELECT feature_id FROM features ORDER BY feature_id")
+        columns = store.frame("SELECT feature_id, source FROM features ORDER BY feature_id")
         groups = columns.with_row_index("group").select("feature_id", pl.col("group").cast(pl.Int64))
     else:
-        columns = pl.DataFrame({"feature_id": np.arange(int(groups["group"].max() or 0) + 1 if groups.height else 0)})
+        n_groups = int(groups["group"].max() or 0) + 1 if groups.height else 0
+        columns = pl.DataFrame({"feature_id": np.arange(n_groups), "source": ["cluster"] * n_groups})
     store.execute("CREATE OR REPLACE TEMP TABLE delta_rollouts (rollout_key BIGINT, r INTEGER)")
     store.execute("CREATE OR REPLACE TEMP TABLE delta_groups (feature_id BIGINT, grp BIGINT)")
     store.append("delta_rollouts", kept.select("rollout_key", pl.col("r").cast(pl.Int32)))
@@ -122,6 +131,16 @@ def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame |
             "JOIN features f USING (feature_id) JOIN delta_groups g USING (feature_id) "
             "JOIN segments s USING (segment_id) JOIN delta_rollouts d USING (rollout_key) "
             "WHERE sf.activation >= f.threshold GROUP BY ALL"
+        )
+        tool_calls = store.frame(
+            "SELECT d.r, coalesce(s.tool_name, '') AS tool, count(*) AS n FROM segments s "
+            "JOIN delta_rollouts d USING (rollout_key) WHERE s.kind = 'tool_call' GROUP BY ALL"
+        )
+        tool_fired = store.frame(
+            "SELECT DISTINCT coalesce(s.tool_name, '') AS tool, g.grp AS f FROM segment_features sf "
+            "JOIN features f USING (feature_id) JOIN delta_groups g USING (feature_id) "
+            "JOIN segments s USING (segment_id) JOIN delta_rollouts d USING (rollout_key) "
+            "WHERE sf.activation >= f.threshold AND s.kind = 'tool_call'"
         )
     finally:
         store.execute("DROP TABLE IF EXISTS delta_rollouts")
@@ -144,58 +163,111 @@ def load_discovery(store: Store, before: str, after: str, groups: pl.DataFrame |
         (np.ones(any_hits.height, dtype=np.float32), (any_hits["r"].to_numpy(), any_hits["f"].to_numpy())),
         shape=(n, m),
     )
+    tools = sorted(set(tool_calls["tool"].to_list()))
+    tool_code = {name: i for i, name in enumerate(tools)}
+    tool_totals = np.zeros((n, len(tools)))
+    np.add.at(
+        tool_totals,
+        (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]),
+        tool_calls["n"].to_numpy(),
+    )
+    support = sp.csr_array(
+        (np.ones(tool_fired.height), ([tool_code[t] for t in tool_fired["tool"]], tool_fired["f"].to_numpy())),
+        shape=(len(tools), m),
+    )
     return Discovery(
         kept.select("rollout_key", "task_id", "task_code", "is_after", "reward"),
-        columns.select("feature_id"),
+        columns.select("feature_id", "source"),
         totals,
         counts,
         rollouts.height - kept.height,
+        np.bincount(seg_totals["r"].to_numpy(), weights=seg_totals["n"].to_numpy(), minlength=n),
+        tool_totals if tools else None,
+        support if tools else None,
     )
 
 
-def _side_sums(matrix: sp.csc_array, weights: np.ndarray) -> np.ndarray:
-    """(n_features,) weighted column sums of a sparse rollout x feature matrix."""
-    return np.asarray(matrix.T @ weights, dtype=np.float64).ravel()
+def _rows_of_kind(data: Discovery, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
+    """(rollout indices, design) of the rollouts with segments of `kind` in tasks both checkpoints share."""
+    rows = np.flatnonzero(data.totals[kind] > 0)
+    design = CheckpointDesign.from_labels(data.is_after[rows], data.task[rows])
+    return rows[design.keep], design
 
 
-def _describe_kind(data: Discovery, kind: str) -> pl.DataFrame:
-    """Prevalence, rollout rates, sizes and support of every feature for one kind (tested or not)."""
-    counts, totals, after = data.counts[kind], data.totals[kind], data.is_after
-    before = ~after
-    has_segments = totals > 0
-    fires = (counts > 0).astype(np.float64)
-    seg_b, seg_a = totals[before].sum(), totals[after].sum()
-    roll_b, roll_a = (has_segments & before).sum(), (has_segments & after).sum()
+def _denominators(data: Discovery, kind: str, rows: np.ndarray) -> np.ndarray:
+    """Segments each rate divides by: the kind's segments; for tool calls, per feature, the calls to the tools
+    the feature fires on anywhere in discovery (so a new tool cannot dilute every other tool feature)."""
+    if kind == "tool_call" and data.tool_totals is not None:
+        return np.asarray(data.tool_support.T @ data.tool_totals[rows].T, dtype=np.float64).T
+    return data.totals[kind][rows]
+
+
+@dataclass(frozen=True)
+class KindView:
+    """One kind's design, rates and covariates over its rollouts (`rows` index the Discovery's rollouts)."""
+
+    kind: str
+    rows: np.ndarray
+    design: CheckpointDesign
+    rates: sp.csc_array | np.ndarray
+    counts: sp.csc_array
+    totals: np.ndarray
+    covariates: np.ndarray | None
+
+    @classmethod
+    def of(cls, data: Discovery, kind: str) -> KindView:
+        rows, design = _rows_of_kind(data, kind)
+        counts = sp.csc_array(data.counts[kind][rows])
+        totals = _denominators(data, kind, rows)
+        covariates = None
+        if kind == ANY:  # fires-anywhere rises with length alone: adjust for log-length (Freedman-Lane)
+            log_length = np.log(np.maximum(data.lengths[rows], 1.0))
+            covariates = np.column_stack([log_length, log_length**2])
+        rates = rollout_rates(counts, totals, design)
+        return cls(kind, rows, design, rates, counts, totals, covariates)
+
+    def block(self, columns: np.ndarray) -> PermutationBlock:
+        totals = self.totals if self.totals.ndim == 1 else self.totals[:, columns]
+        return PermutationBlock(self.counts[:, columns], totals, self.design, self.covariates)
+
+
+def _describe_kind(data: Discovery, view: KindView, fdr: float, max_permutations: int) -> pl.DataFrame:
+    """Prevalence (task-weighted mean rollout rate), pooled share, rollout rates, attainable p and family of
+    every feature for one kind (tested or not)."""
+    design, kind = view.design, view.kind
+    after = design.is_after
+    n_features = view.counts.shape[1]
+    fires = (view.counts > 0).astype(np.float64)
+    before_rows, after_rows = (~after).astype(np.float64), after.astype(np.float64)
+    roll_b, roll_a = int((~after).sum()), int(after.sum())
     with np.errstate(divide="ignore", invalid="ignore"):
-        prev_b = _side_sums(counts, before.astype(np.float64)) / seg_b
-        prev_a = _side_sums(counts, after.astype(np.float64)) / seg_a
-        rate_b = _side_sums(fires, before.astype(np.float64)) / roll_b
-        rate_a = _side_sums(fires, after.astype(np.float64)) / roll_a
-    coo = counts.tocoo()
-    full = coo.data >= totals[coo.row]  # rollouts where every segment of the kind fires
-    n_full = np.bincount(coo.col[full], minlength=counts.shape[1])
-    n_firing = np.asarray(fires.sum(axis=0)).ravel().astype(np.int64)
-    n_quiet = int(has_segments.sum()) - n_full
-    reason = np.where(
-        (seg_b == 0) | (seg_a == 0),
-        SKIP_NO_SEGMENTS,
-        np.where(n_firing < MIN_SUPPORT, SKIP_RARE, np.where(n_quiet < MIN_SUPPORT, SKIP_COMMON, "")),
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
+        rate_b = np.asarray(fires.T @ before_rows).ravel() / roll_b
+        rate_a = np.asarray(fires.T @ after_rows).ravel() / roll_a
+        prev_b, prev_a = standardised_prevalence(design, view.rates) if design.n_tasks else (rate_b, rate_a)
+        pooled_b, pooled_a = (
+            np.asarray(view.counts.T @ side).ravel() / (side @ view.totals) for side in (before_rows, after_rows)
+        )
         ratio = np.where(prev_b > 0, prev_a / prev_b, np.nan)
-    is_any = kind == ANY
+    floor = attainable_pvalue(view.rates, design) if design.n_tasks else np.ones(n_features)
+    floor = np.maximum(floor, 1 / (max_permutations + 1))
+    reason = np.where((roll_b == 0) | (roll_a == 0), SKIP_NO_SEGMENTS, np.where(floor > fdr, SKIP_UNATTAINABLE, ""))
+    segs = view.totals if view.totals.ndim == 1 else data.totals[kind][view.rows]
     return pl.DataFrame(
         {
             "feature_id": data.features["feature_id"],
             "kind": kind,
-            "prevalence_before": rate_b if is_any else prev_b,
-            "prevalence_after": rate_a if is_any else prev_a,
-            "delta": (rate_a - rate_b) if is_any else (prev_a - prev_b),
+            "family": [family_of(source, kind) for source in data.features["source"].to_list()],
+            "prevalence_before": prev_b,
+            "prevalence_after": prev_a,
+            "delta": prev_a - prev_b,
             "ratio": ratio,
+            "pooled_before": pooled_b,
+            "pooled_after": pooled_a,
             "rollout_rate_before": rate_b,
             "rollout_rate_after": rate_a,
-            "n_before": int(roll_b if is_any else seg_b),
-            "n_after": int(roll_a if is_any else seg_a),
+            "n_before": int(roll_b if kind == ANY else segs[~after].sum()),
+            "n_after": int(roll_a if kind == ANY else segs[after].sum()),
+            "min_p": floor,
             "tested": reason == "",
             "skip_reason": pl.Series([r or None for r in reason.tolist()], dtype=pl.String),
         },
@@ -219,33 +291,33 @@ def _reward_columns(data: Discovery, kind: str, columns: np.ndarray) -> tuple[np
     return out[0], out[1]
 
 
-def _task_rows(data: Discovery, kind: str, columns: np.ndarray, feature_ids: np.ndarray) -> pl.DataFrame:
-    """Per-task prevalence of the tested features of one kind."""
-    task_ids = data.rollouts.select("task_code", "task_id").unique().sort("task_code")["task_id"]
-    totals = data.totals[kind]
+def _task_rows(data: Discovery, view: KindView, columns: np.ndarray, feature_ids: np.ndarray) -> pl.DataFrame:
+    """Per-task mean rollout rate of the tested features of one kind, with the segments behind it."""
+    codes = data.task[view.rows]
+    task_ids = data.rollouts.select("task_code", "task_id").unique().sort("task_code")["task_id"].to_numpy()
+    segs = data.totals[view.kind][view.rows]
+    present = np.unique(codes)
     frames = []
-    sides = {}
-    for name, side in (("before", ~data.is_after), ("after", data.is_after)):
-        onehot = task_onehot(data.task[side], len(task_ids))
-        segs = onehot @ totals[side]
-        sides[name] = (onehot @ data.counts[kind][side][:, columns], segs)
     for start in range(0, columns.size, FEATURE_CHUNK):
         stop = min(start + FEATURE_CHUNK, columns.size)
+        y = view.rates[:, columns[start:stop]]
+        y = y.toarray() if sp.issparse(y) else np.asarray(y)
         block = {}
-        for name, (sums, segs) in sides.items():
-            dense = dense_columns(sp.csc_array(sums), start, stop).astype(np.float64)
+        for name, side in (("before", ~view.design.is_after), ("after", view.design.is_after)):
+            onehot = task_onehot(codes[side], len(task_ids))
+            sizes = onehot @ np.ones(int(side.sum()))
             with np.errstate(divide="ignore", invalid="ignore"):
-                block[name] = (dense / segs[:, None]).T.ravel(), np.tile(segs, stop - start)
+                block[name] = ((onehot @ y[side]) / sizes[:, None])[present].T.ravel(), (onehot @ segs[side])[present]
         frames.append(
             pl.DataFrame(
                 {
-                    "feature_id": np.repeat(feature_ids[start:stop], len(task_ids)),
-                    "kind": kind,
-                    "task_id": np.tile(task_ids.to_numpy(), stop - start),
+                    "feature_id": np.repeat(feature_ids[start:stop], present.size),
+                    "kind": view.kind,
+                    "task_id": np.tile(task_ids[present], stop - start),
                     "prevalence_before": block["before"][0],
                     "prevalence_after": block["after"][0],
-                    "n_before": block["before"][1].astype(np.int64),
-                    "n_after": block["after"][1].astype(np.int64),
+                    "n_before": np.tile(block["before"][1], stop - start).astype(np.int64),
+                    "n_after": np.tile(block["after"][1], stop - start).astype(np.int64),
                 },
                 nan_to_null=True,
             )
@@ -260,6 +332,34 @@ class DeltaTables:
     metrics: dict[str, object]
 
 
+def _intervals(view: KindView, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect, ci_low, ci_high) of `columns`: cluster-robust over tasks, or within task when tasks are few."""
+    estimate, low, high = (np.full(columns.size, np.nan) for _ in range(3))
+    contrast = view.block(columns[:0]).contrast
+    for start in range(0, columns.size, FEATURE_CHUNK):
+        part = columns[start : start + FEATURE_CHUNK]
+        y = view.rates[:, part]
+        y = y.toarray() if sp.issparse(y) else np.asarray(y)
+        effect = effects(contrast, y, by_task=not view.design.few_tasks)
+        estimate[start : start + part.size] = effect.estimate
+        low[start : start + part.size], high[start : start + part.size] = effect_interval(
+            effect.estimate, effect.se, effect.df, CONFIDENCE
+        )
+    return estimate, low, high
+
+
+def length_change(data: Discovery) -> dict[str, float]:
+    """Mean analysed segments per rollout in each checkpoint, and their ratio within task (task-weighted)."""
+    design = CheckpointDesign.from_labels(data.is_after, data.task)
+    lengths = data.lengths[design.keep][:, None]
+    before, after = standardised_prevalence(design, lengths) if design.n_tasks else (np.nan, np.nan)
+    return {
+        "segments_per_rollout_before": float(np.ravel(before)[0]),
+        "segments_per_rollout_after": float(np.ravel(after)[0]),
+        "length_ratio": float(np.ravel(after)[0] / np.ravel(before)[0]) if design.n_tasks else float("nan"),
+    }
+
+
 def compute_deltas(
     data: Discovery,
     rng: np.random.Generator,
@@ -269,63 +369,91 @@ def compute_deltas(
     progress: Progress,
 ) -> DeltaTables:
     """All statistics of the deltas stage from loaded discovery data (no store access)."""
-    design = CheckpointDesign.from_labels(data.is_after, data.task)
+    max_permutations = MAX_PERMUTATION_FACTOR * n_permutations
     kinds = [k for k in (*KINDS, ANY) if k in data.totals]
-    described = {kind: _describe_kind(data, kind) for kind in kinds}
-    tested_columns = {kind: np.flatnonzero(described[kind]["tested"].to_numpy()) for kind in kinds}
-    blocks = [
-        PermutationBlock(data.counts[kind][:, tested_columns[kind]], as_float32(data.totals[kind]), design)
-        for kind in kinds
-    ]
-    n_tested = sum(c.size for c in tested_columns.values())
+    views = {kind: KindView.of(data, kind) for kind in kinds}
+    described = {kind: _describe_kind(data, views[kind], fdr, max_permutations) for kind in kinds}
+    # One permutation block per kind (one set of permutations); BH runs within each family.
+    plan = []
+    for kind in kinds:
+        table = described[kind]
+        columns = np.flatnonzero(table["tested"].to_numpy())
+        plan.append((kind, table["family"].to_numpy()[columns], columns))
+    blocks = [views[kind].block(columns) for kind, _, columns in plan]
+    n_tested = sum(columns.size for _, _, columns in plan)
     with progress.track("deltas: permutation tests", len(kinds)) as advance:
         results = refined_pvalues(
-            blocks, rng, n_permutations, fdr=fdr, max_permutations=MAX_PERMUTATION_FACTOR * n_permutations
+            blocks, rng, n_permutations, fdr=fdr, max_permutations=max_permutations, families=[f for _, f, _ in plan]
         )
         advance(len(kinds), status=f"{n_tested} tests")
-    q_all = bh_qvalues(np.concatenate([r.p_value for r in results])) if results else np.array([])
-    offsets = np.cumsum([0] + [c.size for c in tested_columns.values()])
-    frames, task_frames = [], []
-    with progress.track("deltas: intervals, reward, tasks", len(kinds)) as advance:
-        for i, kind in enumerate(kinds):
-            columns = tested_columns[kind]
-            table = described[kind]
-            ci_low, ci_high = bootstrap_ci(blocks[i].counts, blocks[i].totals, design, rng, N_BOOTSTRAP, CONFIDENCE)
+    p_all = np.concatenate([r.p_value for r in results]) if results else np.array([])
+    family_all = np.concatenate([f for _, f, _ in plan]) if plan else np.array([], dtype=object)
+    q_all = family_qvalues(p_all, family_all)
+    offsets = np.cumsum([0] + [c.size for _, _, c in plan])
+    stats_by_kind: dict[str, list[pl.DataFrame]] = {kind: [] for kind in kinds}
+    task_frames = []
+    with progress.track("deltas: intervals, reward, tasks", len(plan)) as advance:
+        for i, (kind, _, columns) in enumerate(plan):
+            estimate, ci_low, ci_high = _intervals(views[kind], columns)
             assoc_b, assoc_a = _reward_columns(data, kind, columns)
-            stats = pl.DataFrame(
-                {
-                    "feature_id": table["feature_id"].gather(columns),
-                    "ci_low": ci_low,
-                    "ci_high": ci_high,
-                    "p_value": results[i].p_value,
-                    "q_value": q_all[offsets[i] : offsets[i + 1]],
-                    "reward_assoc_before": assoc_b,
-                    "reward_assoc_after": assoc_a,
-                },
-                schema_overrides={"feature_id": pl.Int64},
-                nan_to_null=True,
+            ids = described[kind]["feature_id"].gather(columns)
+            stats_by_kind[kind].append(
+                pl.DataFrame(
+                    {
+                        "feature_id": ids,
+                        "effect": estimate,
+                        "ci_low": ci_low,
+                        "ci_high": ci_high,
+                        "p_value": results[i].p_value,
+                        "q_value": q_all[offsets[i] : offsets[i + 1]],
+                        "reward_assoc_before": assoc_b,
+                        "reward_assoc_after": assoc_a,
+                    },
+                    schema_overrides={"feature_id": pl.Int64},
+                    nan_to_null=True,
+                )
             )
-            frames.append(table.join(stats, on="feature_id", how="left"))
-            task_frames.append(_task_rows(data, kind, columns, table["feature_id"].gather(columns).to_numpy()))
+            task_frames.append(_task_rows(data, views[kind], columns, ids.to_numpy()))
             advance(1, status=kind)
+    frames = []
+    for kind in kinds:
+        table = described[kind]
+        if stats_by_kind[kind]:
+            stats = pl.concat(stats_by_kind[kind])
+            table = table.join(stats, on="feature_id", how="left")
+            # The reported delta is the tested effect (length-adjusted for 'any' rows) where there is one.
+            table = table.with_columns(pl.coalesce("effect", "delta").alias("delta")).drop("effect")
+        frames.append(table)
     deltas = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     task_frames = [f for f in task_frames if f.height]
     task_deltas = pl.concat(task_frames, how="vertical_relaxed") if task_frames else pl.DataFrame()
     skipped = deltas.filter(~pl.col("tested")).group_by("skip_reason").len() if deltas.height else None
+    tested_by_family = {f: 0 for f in dict.fromkeys(family_all.tolist())}
+    significant_by_family = dict(tested_by_family)
+    for name, q in zip(family_all.tolist(), q_all.tolist(), strict=True):
+        tested_by_family[name] += 1
+        significant_by_family[name] += int(q < fdr)
+    design = CheckpointDesign.from_labels(data.is_after, data.task)
     metrics: dict[str, object] = {
         "n_tested": n_tested,
         "n_skipped": int(deltas.height - n_tested),
         "skipped_by_reason": {r["skip_reason"]: r["len"] for r in skipped.iter_rows(named=True)}
         if skipped is not None
         else {},
-        "tested_by_kind": {kind: int(tested_columns[kind].size) for kind in kinds},
+        "tested_by_kind": {kind: int(columns.size) for kind, _, columns in plan},
+        "tested_by_family": tested_by_family,
+        "significant_by_family": significant_by_family,
         "n_significant": int((q_all < fdr).sum()),
         "fdr": fdr,
         "n_rollouts": data.rollouts.height,
         "n_tasks": design.n_tasks,
+        "few_tasks": design.few_tasks,
         "n_rollouts_dropped_unshared_task": data.n_dropped,
-        "bootstrap_unit": "rollout within task" if design.few_tasks else "task",
+        "interval": "heteroscedasticity-robust t within task (these tasks)"
+        if design.few_tasks
+        else "cluster-robust t over tasks, G-1 df",
         "max_permutations_used": int(max((r.n_permutations.max(initial=0) for r in results), default=0)),
+        **length_change(data),
     }
     return DeltaTables(deltas, task_deltas, metrics)
 
@@ -338,8 +466,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         "permutations": config.permutations,
         "fdr": config.fdr,
         "seed": config.seed,
-        "min_support": MIN_SUPPORT,
-        "n_bootstrap": N_BOOTSTRAP,
+        "method_version": METHOD_VERSION,
         "confidence": CONFIDENCE,
     }
     input_hash = inputs_fingerprint(store)
@@ -362,6 +489,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             store.append("feature_task_deltas", tables.task_deltas)
         record.metrics.update(tables.metrics)
         record.metrics["split_mode"] = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'")
+        if record.metrics["split_mode"] == "rollout":
+            record.metrics["exploratory"] = exploratory_ranking(store, config, rng)
         log.info(
             "deltas: %d tested, %d skipped, %d with q < %g",
             tables.metrics["n_tested"],
@@ -372,12 +501,33 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     return tables.deltas.height
 
 
+def exploratory_ranking(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> list[dict[str, object]]:
+    """With too few tasks to split by task, the whole study's strongest changes, for looking at only.
+
+    Every rollout (both splits) goes through the same statistics; the rows are ranked by p-value, then |delta|,
+    and marked exploratory: they share data with everything validated later, so they are never a finding.
+    Confirmation stays with the held-out split (within task, "these tasks")."""
+    data = load_discovery(store, config.before, config.after, whole_study=True)
+    tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=NullProgress())
+    names = store.frame("SELECT feature_id, name FROM features")
+    top = (
+        tables.deltas.filter(pl.col("tested"))
+        .join(names, on="feature_id")
+        .with_columns(size=pl.col("delta").abs())
+        .sort(["p_value", "size"], descending=[False, True], nulls_last=True)
+        .head(EXPLORATORY_TOP)
+        .select("feature_id", "name", "kind", "family", "prevalence_before", "prevalence_after", "delta", "p_value")
+    )
+    return [{**row, "status": "exploratory"} for row in top.iter_rows(named=True)]
+
+
 def ranked_deltas(store: Store, kind: str | None = None, top: int = 20) -> pl.DataFrame:
     """The tested deltas, most significant first (q ascending, then |delta| descending), for `rldiff deltas`."""
     where, params = ("AND d.kind = ?", [kind]) if kind else ("", [])
     return store.frame(
-        "SELECT d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, "
-        "d.delta, d.ratio, d.ci_low, d.ci_high, d.p_value, d.q_value, d.rollout_rate_before, "
+        "SELECT d.feature_id, f.name, f.label, f.source, d.kind, d.family, d.prevalence_before, "
+        "d.prevalence_after, d.delta, d.ratio, d.ci_low, d.ci_high, d.p_value, d.q_value, d.pooled_before, "
+        "d.pooled_after, d.rollout_rate_before, "
         "d.rollout_rate_after, d.n_before, d.n_after, d.reward_assoc_before, d.reward_assoc_after "
         f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.tested {where} "
         "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST, d.feature_id, d.kind LIMIT ?",
@@ -400,3 +550,16 @@ def testing_summary(store: Store) -> dict[str, int]:
     summary = {row["what"]: int(row["n"]) for row in rows.iter_rows(named=True)}
     summary["significant"] = int(rows["significant"].sum()) if rows.height else 0
     return summary
+
+
+def family_summary(store: Store) -> dict[str, object] | None:
+    """Tests and findings per testing family and the rollouts' length change, from the last deltas run."""
+    metrics = store.scalar(
+        "SELECT metrics FROM runs WHERE stage = ? AND status = 'done' ORDER BY finished_at DESC LIMIT 1", [STAGE]
+    )
+    if metrics is None:
+        return None
+    data = json.loads(metrics)
+    if "tested_by_family" not in data:
+        return None
+    return {k: data.get(k) for k in ("tested_by_family", "significant_by_family", "length_ratio")}

@@ -28,12 +28,14 @@ def simulate(
     shift: float = 0.0,
     shifted_features: int = 0,
     shifted_tasks: int = 0,
+    after_length: float = 1.0,
 ) -> Simulated:
     """Segments fire with probability 0.6 * sigmoid(feature base + task effect + rollout effect).
 
     Task effects make tasks differ; rollout effects make a rollout's segments fire together (clustering).
     The first `shifted_features` features get `shift` added to their firing probability in the after
-    checkpoint of the first `shifted_tasks` tasks; `true_delta` is the resulting expected pooled delta.
+    checkpoint of the first `shifted_tasks` tasks; `true_delta` is the resulting expected delta (on rollout
+    rates and pooled shares alike). After-rollouts have `after_length` times as many segments on average.
     """
     k = rollouts_per_checkpoint
     task = np.repeat(np.arange(n_tasks), 2 * k)
@@ -44,7 +46,7 @@ def simulate(
     prob = 0.6 / (1 + np.exp(-logit))
     planted = (task < shifted_tasks)[:, None] & is_after[:, None] & (np.arange(n_features) < shifted_features)
     prob = prob + shift * planted
-    totals = rng.poisson(segments_mean - 1, n) + 1
+    totals = rng.poisson((segments_mean - 1) * np.where(is_after, after_length, 1.0)) + 1
     counts = rng.binomial(totals[:, None], prob)
     true_delta = np.zeros(n_features)
     true_delta[:shifted_features] = shift * shifted_tasks / n_tasks

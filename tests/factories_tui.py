@@ -511,6 +511,11 @@ def build_store(path: str | Path, size: FixtureSize = FixtureSize(), *, seed: in
             store.append("cluster_members", pl.DataFrame(members))
         store.append("hypotheses", hypotheses)
         store.append("hypothesis_labels", labels)
+        store.execute(
+            "INSERT INTO heldout_tests SELECT statement, spec::VARCHAR, p_value, ? FROM hypotheses "
+            "WHERE p_value IS NOT NULL",
+            [T0],
+        )
         store.append(
             "user_labels",
             labels.head(2).select("hypothesis_id", "segment_id", "label").with_columns(pl.lit(T0).alias("created_at")),

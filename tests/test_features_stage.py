@@ -161,9 +161,17 @@ def test_tau2_hand_off_is_found_as_a_significant_decrease(tau2_store: Store, rea
     rows = tau2_store.frame(
         "SELECT d.* FROM feature_deltas d JOIN features f USING (feature_id) WHERE f.name = 'handoff'"
     )
-    for kind in ("any", "text", "tool_call"):
-        row = rows.filter(pl.col("kind") == kind).row(0, named=True)
-        assert row["tested"] and row["q_value"] < 0.05 and row["delta"] < 0 and row["ci_high"] < 0, row
+    row = rows.filter(pl.col("kind") == "text").row(0, named=True)
+    assert row["tested"] and row["q_value"] < 0.05 and row["delta"] < 0 and row["ci_high"] < 0, row
+    # On tool calls it fires on every hand-off call and nothing else: among calls to that tool its rate is
+    # always 1, so there is nothing to test (the tool mix is composition, not this feature).
+    calls = rows.filter(pl.col("kind") == "tool_call").row(0, named=True)
+    assert calls["skip_reason"] == deltas.SKIP_UNATTAINABLE, calls
+    # 'Fires anywhere' is adjusted for log-length, and the tighter policy's rollouts are much longer: length and
+    # checkpoint are confounded, so the adjusted row keeps the sign but not the significance; the rates carry it.
+    anywhere = rows.filter(pl.col("kind") == "any").row(0, named=True)
+    assert anywhere["family"] == "rollout" and anywhere["delta"] < 0
+    assert anywhere["rollout_rate_after"] < anywhere["rollout_rate_before"] - 0.2
 
 
 def test_sae_options_reach_the_settings_and_are_checked() -> None:

@@ -10,9 +10,10 @@ import pytest
 from factories_hypotheses import Planted, add_features, make_study
 
 from engine.config import AnalyzeConfig
+from engine.console import calibration_text
 from engine.errors import InputError
 from engine.hypotheses import ledger, stage
-from engine.hypotheses.calibration import calibrate, corrected_prevalence
+from engine.hypotheses.calibration import calibrate, corrected_prevalence, ppi_delta, ppi_mean
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress
@@ -36,6 +37,26 @@ def test_corrected_prevalence() -> None:
     assert corrected_prevalence(0.3, 0.4, 0.5) is None
 
 
+def test_ppi_interval_covers_the_truth_a_biased_labeler_misses() -> None:
+    """A labeler that over-reports in one checkpoint only: the labeler's own delta is biased, the PPI++ interval
+    (2,000 verdicts, 150 hand labels a side) covers the true delta in about 95% of 300 replications."""
+    rng = np.random.default_rng(0)
+    covered, naive_bias = 0, []
+    for _ in range(300):
+        ests = []
+        for truth_rate, false_positive in ((0.2, 0.05), (0.3, 0.25)):
+            truth = rng.random(2000) < truth_rate
+            predicted = truth | (rng.random(2000) < false_positive)
+            hand = rng.choice(2000, 150, replace=False)
+            ests.append(ppi_mean(predicted.astype(float), np.ones(2000), truth[hand], predicted[hand]))
+            naive_bias.append(predicted.mean() - truth_rate)
+        result = ppi_delta(*ests)
+        covered += result.ci_low <= 0.1 <= result.ci_high
+    assert np.mean(naive_bias[1::2]) - np.mean(naive_bias[::2]) > 0.1  # the labeler's delta is off by > 10 pts
+    assert covered >= 270  # 90%: a calibrated 95% interval falls below with probability < 0.1%
+    assert ppi_mean(np.ones(3), np.ones(3), np.array([True]), np.array([True])) is None
+
+
 def test_precision_recall_against_hand_labels(study) -> None:
     store, truth = study
     stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
@@ -56,6 +77,15 @@ def test_precision_recall_against_hand_labels(study) -> None:
     observed = store.scalar("SELECT prevalence_after FROM hypotheses WHERE hypothesis_id = ?", [hid])
     # The broad labeler over-reports; corrected for its false positives the prevalence is lower.
     assert result.corrected_after is not None and 0.0 <= result.corrected_after < observed
+    # Per checkpoint: the hand sample's confusion matrices add up, and PPI gives an interval when both have labels.
+    total = sum(sum(m.values()) for m in result.by_checkpoint.values())
+    assert (
+        total == result.n and result.by_checkpoint["after"]["fp"] + result.by_checkpoint["before"]["fp"] == expected_fp
+    )
+    if min(sum(m.values()) for m in result.by_checkpoint.values()) >= 2:
+        assert result.ppi is not None and result.ppi.ci_low < result.ppi.delta < result.ppi.ci_high
+    shown = calibration_text(hid, result).plain
+    assert "TP" in shown and "specificity" in shown and ("PPI++" in shown or "needs at least 2" in shown)
 
 
 def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkeypatch) -> None:

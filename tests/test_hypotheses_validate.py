@@ -63,14 +63,37 @@ def test_planted_changes_validate_and_nulls_do_not(study) -> None:
     assert results[0].n_labeled == heldout.of_kinds(["text"]).height
 
 
-def test_discovery_effect_not_replicated_is_rejected(study) -> None:
+def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> None:
     store, _ = study
     heldout = load_population(store, "before", "after", "heldout")
-    labels = labels_for(heldout, 7, {"regex": "confirm"}, ["text"])
-    [result] = validate(
-        heldout, labels, [Claim(7, "increase", discovery_delta=0.4)], np.random.default_rng(1), n_permutations=300
+    labels = pl.concat(
+        [
+            labels_for(heldout, 7, {"regex": "confirm"}, ["text"]),
+            labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"]),
+        ]
     )
-    assert result.status == "rejected" and "half the discovery effect" in result.reason
+    claims = [Claim(7, "increase"), Claim(0, "increase")]
+    plain = validate(heldout, labels, claims, np.random.default_rng(1), n_permutations=300)
+    assert "half the discovery" not in plain[0].reason
+    # Tests run earlier on this split count in the BH family: q grows with them, p does not.
+    later = validate(heldout, labels, claims, np.random.default_rng(1), n_permutations=300, previous_p=[0.5] * 50)
+    assert later[1].p_value == plain[1].p_value and later[1].q_value > plain[1].q_value
+    assert later[1].mde > plain[1].mde  # the MDE is at the BH level for a lone finding: fdr / m
+
+
+def test_task_level_test_speaks_for_new_tasks(study) -> None:
+    store, _ = study
+    heldout = load_population(store, "before", "after", "heldout")
+    labels = labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"])
+    [within] = validate(heldout, labels, [Claim(0, "increase")], np.random.default_rng(2), n_permutations=300)
+    [across] = validate(
+        heldout, labels, [Claim(0, "increase")], np.random.default_rng(2), n_permutations=300, new_tasks=True
+    )
+    assert within.scope == "these tasks" and across.scope == "new tasks"
+    assert "new tasks" in across.reason and across.floor == pytest.approx(
+        2 / 2 ** len(set(heldout.rollout_arrays()[2]))
+    )
+    assert across.status == "validated"
 
 
 def test_stratified_sample_keeps_every_stratum_and_weights_to_size(study) -> None:

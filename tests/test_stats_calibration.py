@@ -13,7 +13,7 @@ from tests.factories_stats import simulate
 def test_null_with_task_effects_and_clustering_is_calibrated():
     rng = np.random.default_rng(11)
     data = simulate(rng, n_tasks=40, n_features=400)
-    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 999, 50)
+    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 999)
     q = bh_qvalues(result.p_value)
     # Under the global null, BH bounds the chance of any finding by the nominal level: expect none.
     assert np.mean(q < 0.05) <= 0.05
@@ -40,7 +40,7 @@ def test_segments_as_independent_rows_inflate_false_findings():
 def test_planted_shift_in_some_tasks_is_found_and_covered():
     rng = np.random.default_rng(5)
     data = simulate(rng, n_tasks=40, n_features=200, shift=0.25, shifted_features=20, shifted_tasks=24)
-    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 1999, 500)
+    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 1999)
     q = bh_qvalues(result.p_value)
     planted = slice(0, 20)
     assert (q[planted] < 0.05).all()
@@ -67,7 +67,7 @@ def test_few_tasks_resample_rollouts_within_task_and_cover():
         task_sd=1.0,
         rollout_sd=0.7,
     )
-    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 1999, 500)
+    result = test_prevalence(data.counts, data.totals, data.is_after, data.task, rng, 1999)
     q = bh_qvalues(result.p_value)
     planted = slice(0, 20)
     assert (q[planted] < 0.05).sum() >= 18

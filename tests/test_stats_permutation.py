@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from engine.stats import permutation
-from engine.stats.design import CheckpointDesign, as_float32, weighted_delta
+from engine.stats.design import CheckpointDesign, as_float32
 from engine.stats.fdr import bh_qvalues
 from engine.stats.permutation import PermutationBlock, permutation_pvalues, refined_pvalues
 from engine.stats.prevalence import test_prevalence
@@ -29,11 +29,12 @@ def _exact_pvalue(counts, totals, is_after, task) -> float:
         row = np.zeros(design.n_rollouts, dtype=np.float32)
         row[np.concatenate(choice)] = 1
         labels.append(row)
-    c, t = as_float32(counts[design.keep][:, None]), as_float32(totals[design.keep])
-    null = weighted_delta(np.array(labels), c, t)[:, 0]
-    obs = weighted_delta(as_float32(design.is_after)[None], c, t)[0, 0]
-    centre = weighted_delta(as_float32(design.expected_after())[None], c, t)[0, 0]
-    return float(np.mean(np.abs(null - centre) >= np.abs(obs - centre) * (1 - 1e-9)))
+    # The statistic written out directly: each rollout's rate, after-sum minus its expectation within task.
+    y = counts[design.keep] / totals[design.keep]
+    centre = sum(y[design.task == g].mean() * design.is_after[design.task == g].sum() for g in range(design.n_tasks))
+    null = np.abs(np.array(labels) @ y - centre)
+    obs = abs(design.is_after.astype(float) @ y - centre)
+    return float(np.mean(null >= obs * (1 - 1e-9)))
 
 
 def test_monte_carlo_pvalue_matches_full_enumeration():
@@ -43,7 +44,7 @@ def test_monte_carlo_pvalue_matches_full_enumeration():
     totals = rng.integers(3, 9, task.size)
     counts = np.minimum(totals, rng.integers(0, 4, task.size) + 2 * is_after)
     exact = _exact_pvalue(counts, totals, is_after, task)  # 20**3 relabellings
-    p = test_prevalence(counts[:, None], totals, is_after, task, rng, 20000, 10).p_value[0]
+    p = test_prevalence(counts[:, None], totals, is_after, task, rng, 20000).p_value[0]
     assert exact < 0.2
     assert p == pytest.approx(exact, abs=0.01)
 
@@ -56,9 +57,9 @@ def test_unbalanced_tasks_and_one_sided_tasks():
     totals = rng.integers(2, 10, task.size)
     counts = rng.binomial(totals[:, None], 0.3, (task.size, 4))
     counts[task == 2] = totals[task == 2, None]  # task 2 (after only) fires everywhere
-    with_extra = test_prevalence(counts, totals, is_after, task, np.random.default_rng(1), 500, 50)
+    with_extra = test_prevalence(counts, totals, is_after, task, np.random.default_rng(1), 500)
     keep = task != 2
-    without = test_prevalence(counts[keep], totals[keep], is_after[keep], task[keep], np.random.default_rng(1), 500, 50)
+    without = test_prevalence(counts[keep], totals[keep], is_after[keep], task[keep], np.random.default_rng(1), 500)
     for field in ("prevalence_before", "prevalence_after", "delta", "p_value", "ci_low", "ci_high"):
         np.testing.assert_allclose(getattr(with_extra, field), getattr(without, field))
 
@@ -77,7 +78,7 @@ def test_labels_are_permuted_within_task_only():
 def test_no_shared_task_gives_nan():
     task = np.array([0, 0, 1, 1])
     is_after = np.array([0, 0, 1, 1], dtype=bool)
-    result = test_prevalence(np.ones((4, 2)), np.ones(4), is_after, task, np.random.default_rng(0), 50, 10)
+    result = test_prevalence(np.ones((4, 2)), np.ones(4), is_after, task, np.random.default_rng(0), 50)
     assert np.isnan(result.p_value).all() and np.isnan(result.delta).all()
 
 
@@ -115,10 +116,23 @@ def test_refinement_lifts_the_monte_carlo_floor_only_where_it_binds():
     # 99 permutations: floor 0.01, BH over 400 tests needs <= 0.05 * 3 / 400: nothing can be found.
     assert coarse.p_value[:3].min() == pytest.approx(0.01)
     [refined] = refined_pvalues([block], np.random.default_rng(1), 99, fdr=0.05, max_permutations=99_000)
-    # One round of 9,900 fresh permutations suffices: BH then rejects all three, so refinement stops.
+    # Sequential Monte Carlo: a planted feature never exceeds, so it draws up to the cap (here the budget,
+    # under 10 * 400 / 0.05), whatever BH says; its p-value counts all its draws.
     assert (bh_qvalues(refined.p_value)[:3] < 0.05).all()
-    np.testing.assert_allclose(refined.p_value[:3], 1 / 9901)
-    # Null features leave the refinement once their p-value is clearly off the floor.
+    np.testing.assert_allclose(refined.p_value[:3], 1 / 99_001)
+    assert (refined.n_permutations[:3] == 99_000).all()
+    # Null features leave the refinement once they have MIN_EXCEEDANCES exceedances.
     assert (refined.n_permutations[3:] == 99).mean() > 0.8
     assert (refined.n_permutations[3:] <= 990).mean() > 0.97
+    done = refined.n_permutations < 99_000
+    assert (refined.exceedances[done] >= permutation.MIN_EXCEEDANCES).all()
     np.testing.assert_array_equal(refined.observed, coarse.observed)
+
+
+def test_refinement_stops_at_the_family_cap():
+    """A small family needs no finer resolution than ten times its smallest BH threshold."""
+    data = simulate(np.random.default_rng(8), n_tasks=30, n_features=4, shift=0.3, shifted_features=2, shifted_tasks=30)
+    design = CheckpointDesign.from_labels(data.is_after, data.task)
+    block = PermutationBlock(as_float32(data.counts), as_float32(data.totals), design)
+    [refined] = refined_pvalues([block], np.random.default_rng(2), 99, fdr=0.05, max_permutations=99_000)
+    assert refined.n_permutations[:2].max() == 990  # cap 10 * 4 / 0.05 = 800: one round past it, then stop

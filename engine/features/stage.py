@@ -434,7 +434,8 @@ _FEATURE_SCHEMA = {
 
 
 def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -> pl.DataFrame:
-    """Per feature and checkpoint, the `top` strongest segments with distinct texts (rank 1 is the strongest).
+    """Per feature and checkpoint, the `top` strongest discovery segments with distinct texts (rank 1 is the
+    strongest): examples feed labels and drafting, so held-out rollouts never appear among them.
 
     A bounded top-n aggregate (`max_by(..., n)`) keeps CANDIDATES_PER_EXAMPLE x `top` candidates per group in
     one streaming pass, instead of sorting every (segment, feature) row; copies of the same text (which have
@@ -446,6 +447,7 @@ def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -
                       {{'a': sf.activation, 'b': -sf.segment_id}}, {int(CANDIDATES_PER_EXAMPLE * top)}) AS best
         FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
         WHERE sf.feature_id >= ? AND sf.feature_id < ?
+          AND coalesce(r.split, 'discovery') = 'discovery'  -- nothing held out reaches labels or drafting
         GROUP BY sf.feature_id, r.checkpoint
         """,
         [base, base + d_sae],
@@ -518,7 +520,9 @@ def _labels(
     candidates = {g for grams in contexts.values() for found in grams for g in found}
     offset = int(rng.integers(2**31 - 1))
     corpus_texts = store.execute(
-        f"SELECT s.text {_SEGMENTS} ORDER BY hash(s.segment_id + ?) LIMIT ?", [*checkpoints, offset, CORPUS_SAMPLE]
+        f"SELECT s.text {_SEGMENTS} AND coalesce(r.split, 'discovery') = 'discovery' ORDER BY hash(s.segment_id + ?) "
+        "LIMIT ?",
+        [*checkpoints, offset, CORPUS_SAMPLE],
     ).fetchall()
     corpus, n_corpus = corpus_frequencies((t for (t,) in corpus_texts), candidates)
     return {fid: label_feature(exs, contexts[fid], corpus, n_corpus) for fid, exs in per_feature.items()}
@@ -581,7 +585,7 @@ def _write_structural(
             SELECT sf.feature_id, r.checkpoint, sf.segment_id, sf.activation,
                    row_number() OVER (PARTITION BY sf.feature_id, r.checkpoint ORDER BY hash(sf.segment_id)) AS rank
             FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
-            WHERE sf.feature_id >= ?) WHERE rank <= ?
+            WHERE sf.feature_id >= ? AND coalesce(r.split, 'discovery') = 'discovery') WHERE rank <= ?
         """,
         [base, settings.top_examples],
     )

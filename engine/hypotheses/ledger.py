@@ -93,19 +93,36 @@ def replace_labels(store: Store, hypothesis_id: int, labels: pl.DataFrame) -> No
 def revalidate(
     store: Store, population: Population, config: AnalyzeConfig, rng: np.random.Generator
 ) -> list[Validation]:
-    """Test every labelled hypothesis as one family (BH across all of them) and write the results."""
+    """Test every labelled hypothesis as one family (BH across them and every earlier held-out test, from
+    `heldout_tests`) and write the results; by sign-flip over tasks when the split held out whole tasks."""
     rows = store.frame(
-        "SELECT hypothesis_id, direction, provenance FROM hypotheses "
+        "SELECT hypothesis_id, direction, statement, spec FROM hypotheses "
         "WHERE hypothesis_id IN (SELECT DISTINCT hypothesis_id FROM hypothesis_labels) ORDER BY hypothesis_id"
     )
-    claims = []
-    for r in rows.iter_rows(named=True):
-        provenance = json.loads(r["provenance"]) if r["provenance"] else {}
-        claims.append(Claim(r["hypothesis_id"], r["direction"], provenance.get("labeler_discovery_delta")))
+    previous = store.frame(
+        "SELECT p_value FROM heldout_tests t WHERE NOT EXISTS (SELECT 1 FROM hypotheses h JOIN "
+        "(SELECT DISTINCT hypothesis_id FROM hypothesis_labels) USING (hypothesis_id) "
+        "WHERE h.statement = t.statement AND h.spec::VARCHAR = t.spec)"
+    )["p_value"].to_list()
+    new_tasks = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") in ("task", "environment")
+    claims = [Claim(r["hypothesis_id"], r["direction"]) for r in rows.iter_rows(named=True)]
     labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
-    results = validate(population, labels, claims, rng, fdr=config.fdr, n_permutations=config.permutations)
+    results = validate(
+        population,
+        labels,
+        claims,
+        rng,
+        fdr=config.fdr,
+        n_permutations=config.permutations,
+        new_tasks=new_tasks,
+        previous_p=[p for p in previous if p is not None],
+    )
     now = _now()
-    for v in results:
+    for r, v in zip(rows.iter_rows(named=True), results, strict=True):
+        store.execute(
+            "INSERT OR REPLACE INTO heldout_tests VALUES (?, ?::VARCHAR, ?, ?)",
+            [r["statement"], r["spec"], v.p_value, now],
+        )
         store.execute(
             "UPDATE hypotheses SET status = ?, reason = ?, prevalence_before = ?, prevalence_after = ?, delta = ?, "
             "ci_low = ?, ci_high = ?, p_value = ?, q_value = ?, mde = ?, n_labeled = ?, reward_assoc = ?, "

@@ -1,10 +1,10 @@
 """Lexical sources: word n-grams of the discovery split whose prevalence changed, tested like features.
 
 The features stage may miss a short, rare phrase (an SAE latent that also fires on most other text hides it).
-Every n-gram seen in at least MIN_SUPPORT discovery rollouts (and absent from as many) gets the deltas' test:
-within-task permutation of checkpoint labels, p-values refined where the Monte Carlo floor binds, and
-Benjamini-Hochberg across all n-grams of all kinds. The strongest significant ones become sources; drafting,
-merging and held-out validation then treat them like feature sources.
+Every n-gram whose design lets it reach significance (Tarone's attainable p, as in the deltas) gets the deltas'
+test: each rollout's rate, within-task permutation of checkpoint labels, p-values refined where the Monte Carlo
+floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The strongest
+significant ones become sources; drafting, merging and held-out validation then treat them like feature sources.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.deltas import MIN_SUPPORT
 from engine.hypotheses.draft import Discovery
 from engine.hypotheses.ngrams import same_segments
 from engine.hypotheses.sources import Source
 from engine.kinds import SEGMENT_KINDS
+from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.permutation import PermutationBlock, refined_pvalues
+from engine.stats.rates import rollout_rates
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,6 @@ def lexical_sources(
     """Significant n-gram sources, strongest (lowest q, then largest delta) first within each kind."""
     population = discovery.population
     keys, is_after, task, _ = population.rollout_arrays()
-    design = CheckpointDesign.from_labels(is_after, task)
     row_of = {int(k): i for i, k in enumerate(keys)}
     blocks, meta = [], []
     for kind in KINDS:
@@ -57,19 +57,18 @@ def lexical_sources(
             (np.ones(len(cells_r), dtype=np.float32), (cells_r, cells_c)), shape=(keys.size, len(vocab))
         )
         totals = np.bincount(rows, minlength=keys.size).astype(np.float32)
-        coo = counts.tocoo()
-        firing = np.bincount(coo.col, minlength=len(vocab))
-        # Rollouts where every segment of the kind has the n-gram cannot show it absent.
-        full = np.bincount(coo.col[coo.data >= totals[coo.row]], minlength=len(vocab))
-        quiet = int((totals > 0).sum()) - full
-        testable = np.flatnonzero((firing >= MIN_SUPPORT) & (quiet >= MIN_SUPPORT))
+        has = np.flatnonzero(totals > 0)
+        design = CheckpointDesign.from_labels(is_after[has], task[has])
+        counts, totals = counts[has[design.keep]], totals[has[design.keep]]
+        firing = np.bincount(counts.tocoo().col, minlength=len(vocab))
+        floor = attainable_pvalue(rollout_rates(counts, totals, design), design)
+        testable = np.flatnonzero(floor <= fdr)
         if testable.size > MAX_TESTED:  # keep the most widespread: a filter blind to checkpoints keeps p valid
             testable = testable[np.argsort(-firing[testable], kind="stable")[:MAX_TESTED]]
         if testable.size == 0:
             continue
         grams = np.array(list(vocab))[testable]
-        block_counts = counts[:, testable][design.keep]
-        blocks.append(PermutationBlock(block_counts, totals[design.keep], design))
+        blocks.append(PermutationBlock(counts[:, testable], totals, design))
         meta.append((kind, grams))
     if not blocks:
         return []

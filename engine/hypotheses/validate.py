@@ -1,5 +1,7 @@
-"""Held-out validation: prevalence per checkpoint from the labels, the deltas' permutation design, BH across
-hypotheses, CIs, the minimum detectable effect, and association with reward."""
+"""Held-out validation: each rollout's labelled rate per checkpoint, a task-level sign-flip test when held-out
+tasks are new tasks (the within-task test, "these tasks", when the split is within task), BH across every
+hypothesis ever tested on the split, intervals on the same estimand, the design's floor or the minimum
+detectable effect at the BH level, and association with reward. Methods: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -9,19 +11,29 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.population import Population
+from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
-from engine.stats.power import minimum_detectable_effect
+from engine.stats.power import minimum_detectable_effect, normal_mde
 from engine.stats.prevalence import test_prevalence
+from engine.stats.rates import rollout_rates
 from engine.stats.reward import reward_association
+from engine.stats.signflip import task_deltas
+
+# The smallest change worth claiming, in proportion: a hypothesis whose interval rules out a change this large
+# in its direction is rejected as not replicated. Declared here rather than taken from the discovery delta,
+# which selection inflates (the winner's curse), so a real but smaller effect is not rejected for being smaller.
+MIN_EFFECT = 0.02
+# Refinement budget: p-values at the Monte Carlo floor are re-drawn up to this many times n_permutations.
+MAX_PERMUTATION_FACTOR = 100
 
 
 @dataclass(frozen=True)
 class Claim:
-    """What is tested: a hypothesis's direction, and the effect its drafting saw on discovery (if any)."""
+    """What is tested: a hypothesis and its direction. (The discovery delta is not part of it: selection
+    inflates it, so no decision compares with it.)"""
 
     hypothesis_id: int
     direction: str  # 'increase' | 'decrease'
-    discovery_delta: float | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,8 @@ class Validation:
     mde: float | None
     n_labeled: int
     reward_assoc: float | None
+    scope: str = "these tasks"  # what the test speaks for: 'these tasks' or 'new tasks'
+    floor: float | None = None  # smallest p-value the held-out design allows
 
 
 def _num(x: float) -> float | None:
@@ -75,20 +89,37 @@ def validate(
     *,
     fdr: float = 0.05,
     n_permutations: int = 2000,
+    new_tasks: bool = False,
+    previous_p: list[float] | None = None,
 ) -> list[Validation]:
     """Test every claim on held-out labels (hypothesis_id, segment_id, label, weight), one family for BH.
 
-    validated: q < fdr in the claimed direction. rejected: q < fdr the other way; or the labeler matched
-    nothing; or the CI rules out half the effect seen on discovery. inconclusive otherwise, with the MDE.
+    new_tasks: held-out tasks are not discovery tasks (split by task or environment): sign-flip over tasks.
+    previous_p: p-values of hypotheses tested on this split before and no longer among the claims; they stay
+    in the BH count. validated: q < fdr in the claimed direction. rejected: q < fdr the other way; or the
+    labeler matched nothing; or the interval rules out MIN_EFFECT in the claimed direction. inconclusive
+    otherwise, saying what the design could detect (or that it cannot reach the level at all).
     """
     if not claims:
         return []
     ids = [c.hypothesis_id for c in claims]
     counts, totals, n_labeled = rollout_matrices(population, labels, ids)
     _, is_after, task, reward = population.rollout_arrays()
-    test = test_prevalence(counts, totals, is_after, task, rng, n_permutations=n_permutations)
-    q = bh_qvalues(test.p_value)
-    mde = minimum_detectable_effect(counts, totals, is_after, task, alpha=fdr)
+    test = test_prevalence(
+        counts,
+        totals,
+        is_after,
+        task,
+        rng,
+        n_permutations=n_permutations,
+        new_tasks=new_tasks,
+        fdr=fdr,
+        max_permutations=MAX_PERMUTATION_FACTOR * n_permutations,
+    )
+    earlier = np.asarray(previous_p or [], dtype=np.float64)
+    q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
+    m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
+    mde = _mde(counts, totals, is_after, task, new_tasks, alpha=fdr / max(m, 1))
     # Within checkpoint and task: each checkpoint's association, pooled.
     strata = np.unique(np.stack([task, is_after]), axis=1, return_inverse=True)[1].ravel()
     fires = np.where(totals > 0, counts > 0, 0.0)
@@ -98,8 +129,9 @@ def validate(
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = 1.0 if claim.direction == "increase" else -1.0
         status, reason = _decide(
-            claim, n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], sign, fdr
-        )
+            n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
+            sign, fdr, test.scope,
+        )  # fmt: skip
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -115,13 +147,29 @@ def validate(
                 _num(mde[j]),
                 int(n_labeled[j]),
                 _num(assoc[j]),
+                test.scope,
+                _num(test.floor[j]),
             )
         )
     return out
 
 
+def _mde(
+    counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray, new_tasks: bool, *, alpha: float
+) -> np.ndarray:
+    """Minimum detectable effect per hypothesis at level `alpha`, for the test that is run."""
+    has = (totals > 0).any(axis=1)
+    design = CheckpointDesign.from_labels(is_after[has], task[has])
+    counts, totals = counts[has][design.keep], totals[has][design.keep]
+    if not new_tasks:
+        return minimum_detectable_effect(counts, totals, design, alpha=alpha)
+    weights, deltas = task_deltas(design, np.asarray(rollout_rates(counts, totals, design)))
+    centred = deltas - (weights @ deltas) / weights.sum()
+    se = np.sqrt((weights[:, None] ** 2 * centred**2).sum(axis=0)) / weights.sum()
+    return normal_mde(se, alpha=alpha)
+
+
 def _decide(
-    claim: Claim,
     n: int,
     before: float,
     after: float,
@@ -130,25 +178,29 @@ def _decide(
     hi: float,
     q: float,
     mde: float,
+    floor: float,
     sign: float,
     fdr: float,
+    scope: str,
 ) -> tuple[str, str]:
     if n == 0:
         return "inconclusive", "no held-out segment of the kinds this labeler reads"
     if not np.isfinite(delta) or not np.isfinite(q):
         return "inconclusive", "held-out tasks lack rollouts of both checkpoints"
-    change = f"{before:.1%} -> {after:.1%} on held-out (delta {delta * 100:+.1f} pts, q={q:.3g})"
+    interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
+    change = f"{before:.1%} -> {after:.1%} on held-out ({scope}; delta {delta * 100:+.1f} pts, {interval}, q={q:.3g})"
     if before == 0 and after == 0:
         return "rejected", "the labeler matched no held-out segment"
     if q < fdr and sign * delta > 0:
         return "validated", change
     if q < fdr:
         return "rejected", f"changed the other way: {change}"
-    if claim.discovery_delta is not None and max(sign * lo, sign * hi) < abs(claim.discovery_delta) / 2:
-        bound = hi if sign > 0 else lo
-        return "rejected", (
-            f"not replicated: {change}; the CI bound {bound * 100:+.1f} pts rules out half the discovery "
-            f"effect ({claim.discovery_delta * 100:+.1f} pts)"
+    if np.isfinite(floor) and floor > fdr:
+        return "inconclusive", (
+            f"cannot detect at this size: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; "
+            f"{change}"
         )
+    if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
+        return "rejected", f"not replicated: {change}; the CI rules out a change of {MIN_EFFECT * 100:.0f} pts or more"
     detectable = f"+/-{mde * 100:.1f} pts" if np.isfinite(mde) else "unknown"
     return "inconclusive", f"no significant change: {change}; the test could detect changes of {detectable}"

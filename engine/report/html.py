@@ -72,11 +72,12 @@ def render_html(content: ReportContent) -> str:
     span = max([abs(x) for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta) if x is not None] or [0.1])
     parts.append(
         "</table><h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
-        "<th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q</th></tr>"
+        "<th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q (in family)</th></tr>"
     )
     for d in content.deltas:
         parts.append(
-            f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{pct(d.prevalence_before)}</td>"
+            f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{h(d.family or '')}</td>"
+            f"<td>{pct(d.prevalence_before)}</td>"
             f"<td>{pct(d.prevalence_after)}</td><td>{pts(d.delta)}</td>"
             f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td></tr>"
         )

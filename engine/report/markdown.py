@@ -91,12 +91,13 @@ def render_markdown(content: ReportContent) -> str:
         "",
         "## Top feature deltas (discovery split)",
         "",
-        "| feature | kind | before | after | delta (pts) | 95% CI | q |",
-        "|---|---|---|---|---|---|---|",
+        "| feature | kind | family | before | after | delta (pts) | 95% CI | q (in family) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for d in content.deltas:
         out.append(
-            f"| {md(d.label, 80)} | {d.kind} | {pct(d.prevalence_before)} | {pct(d.prevalence_after)} | "
+            f"| {md(d.label, 80)} | {d.kind} | {d.family or ''} | {pct(d.prevalence_before)} | "
+            f"{pct(d.prevalence_after)} | "
             f"{pts(d.delta)} | [{pts(d.ci_low)}, {pts(d.ci_high)}] | {q_text(d.q_value)} |"
         )
     out += ["", "## Clusters", "", "| cluster | label | kind | size | delta (pts) | q |", "|---|---|---|---|---|---|"]

@@ -2,8 +2,8 @@
 
 Only tasks with rollouts from both checkpoints inform a within-task comparison: in a task seen by one
 checkpoint, every relabelling of rollouts leaves the labels unchanged, and its rollouts would only mix task
-composition into the delta. `CheckpointDesign` drops them and holds what the permutation test, the bootstrap
-and the power calculation share: the within-task label permutations and the pooled prevalence estimator.
+composition into the delta. `CheckpointDesign` drops them and holds what the permutation test, the intervals
+and the power calculation share: the within-task permutations of rollout-level values and task means.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-# Fewer shared tasks than this and the bootstrap resamples rollouts within task instead of tasks (the split
-# stage likewise needs this many tasks on each side to split by task). In simulation (docs/statistics.md) the
-# task bootstrap covers 86% at 5 tasks, 92% at 10 and 93-94% from 20 for a nominal 95%; within-task
-# resampling covers 92-95% whatever the number of tasks, but speaks for these tasks only.
+# Fewer shared tasks than this and intervals are heteroscedasticity-robust within task ("these tasks") instead of
+# cluster-robust over tasks (the split stage likewise needs this many tasks on each side to split by task): a
+# cluster-robust t on G-1 degrees of freedom covers 95.2% at 10 tasks in bench/calibration.py, but below that the
+# t quantile grows fast and the sign-flip floor 2 / 2^G passes the level at 5 tasks.
 MIN_TASKS = 10
 
 
@@ -66,7 +66,7 @@ class CheckpointDesign:
 
     @property
     def few_tasks(self) -> bool:
-        """Too few shared tasks to resample tasks: resample rollouts within task instead."""
+        """Too few shared tasks for intervals over tasks: intervals speak for these tasks instead."""
         return self.n_tasks < MIN_TASKS
 
     def expected_after(self) -> np.ndarray:
@@ -77,13 +77,25 @@ class CheckpointDesign:
 
     def permuted_labels(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """(n, n_rollouts) float32 after-labels, each row a permutation of the labels within every task."""
-        labels = np.zeros((n, self.n_rollouts), dtype=np.float32)
-        for index, n_after in self.groups:
-            base = np.zeros(index.shape, dtype=np.float32)
-            base[:, :n_after] = 1.0
-            shuffled = rng.permuted(np.broadcast_to(base, (n, *index.shape)), axis=2)
-            labels[:, index.ravel()] = shuffled.reshape(n, -1)
-        return labels
+        return self.permuted(self.is_after, n, rng)
+
+    def permuted(self, values: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """(n, n_rollouts) float32 copies of the rollout-level `values`, each row permuted within every task."""
+        values = as_float32(values)
+        out = np.zeros((n, self.n_rollouts), dtype=np.float32)
+        for index, _ in self.groups:
+            shuffled = rng.permuted(np.broadcast_to(values[index], (n, *index.shape)), axis=2)
+            out[:, index.ravel()] = shuffled.reshape(n, -1)
+        return out
+
+    def task_means(self, values: np.ndarray) -> np.ndarray:
+        """Task means of rollout-level `values` ((n_rollouts,) or (n_rollouts, k)), one row per rollout."""
+        values = np.asarray(values, dtype=np.float64)
+        sizes = np.bincount(self.task, minlength=self.n_tasks).astype(np.float64)
+        onehot = task_onehot(self.task, self.n_tasks)
+        sums = onehot @ values
+        means = sums / (sizes if values.ndim == 1 else sizes[:, None])
+        return means[self.task]
 
 
 def task_onehot(code: np.ndarray, n_tasks: int) -> sp.csr_array:
@@ -95,30 +107,3 @@ def task_onehot(code: np.ndarray, n_tasks: int) -> sp.csr_array:
 def as_float32(a: np.ndarray) -> np.ndarray:
     """A dense float32 C-contiguous view or copy (the dtype every matrix product here runs in)."""
     return np.ascontiguousarray(a, dtype=np.float32)
-
-
-def weighted_delta(
-    after_weights: np.ndarray,
-    counts: np.ndarray,
-    totals: np.ndarray,
-    before_weights: np.ndarray | None = None,
-) -> np.ndarray:
-    """(n_draws, n_features) pooled prevalence delta, after - before, for each row of rollout weights.
-
-    after_weights: (n_draws, n_rollouts) weight of each rollout in the after checkpoint; before_weights
-    likewise, defaulting to 1 - after_weights (a relabelling). counts: (n_rollouts, n_features) float32;
-    totals: (n_rollouts,) or (n_rollouts, n_features) float32. Prevalence = sum(counts) / sum(totals).
-    Sums run as float32 matrix products (exact for integer counts below 2**24) and divide in float64.
-    """
-    sum_after = (after_weights @ counts).astype(np.float64)
-    tot_after = (after_weights @ totals).astype(np.float64)
-    if before_weights is None:
-        sum_before = counts.sum(axis=0, dtype=np.float64) - sum_after
-        tot_before = totals.sum(axis=0, dtype=np.float64) - tot_after
-    else:
-        sum_before = (before_weights @ counts).astype(np.float64)
-        tot_before = (before_weights @ totals).astype(np.float64)
-    if totals.ndim == 1:
-        tot_after, tot_before = tot_after[:, None], tot_before[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return sum_after / tot_after - sum_before / tot_before

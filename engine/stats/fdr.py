@@ -24,3 +24,14 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     out = q.ravel()
     out[order] = np.minimum(adjusted, 1.0)
     return out.reshape(p.shape)
+
+
+def family_qvalues(p: np.ndarray, family: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg q-values computed separately within each family (1-d `p`, `family` labels alike)."""
+    p = np.asarray(p, dtype=np.float64)
+    family = np.asarray(family)
+    q = np.full(p.shape, np.nan)
+    for name in np.unique(family):
+        members = family == name
+        q[members] = bh_qvalues(p[members])
+    return q

@@ -36,3 +36,11 @@ def clustered_mean_ci(values: np.ndarray, clusters: np.ndarray, confidence: floa
     if values.min() >= 0 and values.max() <= 1:
         low, high = max(low, 0.0), min(high, 1.0)
     return MeanCI(mean, low, high, n)
+
+
+def effect_interval(
+    estimate: np.ndarray, se: np.ndarray, df: float, confidence: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) = estimate -/+ t_{df} * se; NaN where the standard error is (NaN: no zero-width intervals)."""
+    half = float(stdtrit(max(df, 1.0), 0.5 + confidence / 2)) * np.asarray(se, dtype=np.float64)
+    return estimate - half, estimate + half

@@ -1,4 +1,4 @@
-"""The prevalence test shared by deltas, clusters and hypothesis validation."""
+"""The prevalence test shared by deltas, clusters and hypothesis validation: rollout rates, within task."""
 
 from __future__ import annotations
 
@@ -7,16 +7,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.stats.bootstrap import bootstrap_ci
-from engine.stats.design import CheckpointDesign, as_float32
-from engine.stats.permutation import PermutationBlock, permutation_pvalues
+from engine.stats.attainable import attainable_pvalue
+from engine.stats.design import CheckpointDesign
+from engine.stats.intervals import effect_interval
+from engine.stats.permutation import PermutationBlock, refined_pvalues
+from engine.stats.rates import effects, standardised_prevalence
+from engine.stats.signflip import signflip_floor, signflip_pvalues, task_deltas
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PrevalenceTest:
-    """Per feature: prevalence in each checkpoint, delta (after - before), its CI and permutation p-value."""
+    """Per feature: task-weighted mean rollout rate per checkpoint, delta (after - before), its CI, p-value,
+    the smallest p-value the design allows (`floor`), the pooled shares sum(c)/sum(t), and what the test
+    speaks for ('these tasks' for the within-task test, 'new tasks' for the sign-flip over tasks)."""
 
     prevalence_before: np.ndarray  # (n_features,)
     prevalence_after: np.ndarray
@@ -24,20 +29,20 @@ class PrevalenceTest:
     ci_low: np.ndarray
     ci_high: np.ndarray
     p_value: np.ndarray
+    floor: np.ndarray
+    pooled_before: np.ndarray
+    pooled_after: np.ndarray
+    scope: str
 
 
-def checkpoint_prevalence(
-    counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(prevalence_before, prevalence_after): sum(counts) / sum(totals) over each checkpoint's rollouts."""
-    labels = as_float32(np.stack([~np.asarray(is_after, dtype=bool), is_after]))
-    sums = (labels @ as_float32(counts)).astype(np.float64)
-    tots = (labels @ as_float32(totals)).astype(np.float64)
-    if tots.ndim == 1:
-        tots = tots[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        prevalence = sums / tots
-    return prevalence[0], prevalence[1]
+def pooled_shares(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after): sum(counts) / sum(totals) over each checkpoint's rollouts (weights long rollouts more)."""
+    out = []
+    t2 = totals if totals.ndim == 2 else totals[:, None]
+    for side in (~is_after, is_after):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(counts[side].sum(axis=0) / t2[side].sum(axis=0))
+    return out[0], out[1]
 
 
 def test_prevalence(
@@ -47,38 +52,52 @@ def test_prevalence(
     task: np.ndarray,
     rng: np.random.Generator,
     n_permutations: int = 2000,
-    n_bootstrap: int = 1000,
     confidence: float = 0.95,
+    *,
+    new_tasks: bool = False,
+    fdr: float = 0.05,
+    max_permutations: int | None = None,
 ) -> PrevalenceTest:
     """Compare feature prevalence between two checkpoints, respecting tasks and rollouts.
 
     counts: (n_rollouts, n_features) weighted count of positive segments per rollout; totals: (n_rollouts,)
     or (n_rollouts, n_features) weighted segment counts; is_after: (n_rollouts,) bool; task: (n_rollouts,)
-    int codes. Prevalence per checkpoint = sum(counts)/sum(totals) over its rollouts (segments stay with
-    their rollout). Only tasks with rollouts of both checkpoints count (prevalences included): the others
-    carry no within-task contrast. p: two-sided permutation test permuting checkpoint labels among rollouts
-    WITHIN each task, (b + 1) / (B + 1), vectorised as one matrix product (permutations x rollouts) @
-    (rollouts x features). CI: percentile bootstrap over tasks (rollouts within task and checkpoint when
-    fewer than MIN_TASKS tasks are shared). All NaN when no task is shared.
+    codes. The unit is each rollout's rate c/t (engine.stats.rates); rollouts with no segments (1-d totals)
+    and tasks seen by one checkpoint leave the design. p: within-task permutation test ("these tasks"), or
+    with `new_tasks` the sign-flip test over tasks ("new tasks"); p-values at the Monte Carlo floor are refined
+    sequentially up to `max_permutations` (sign patterns: that many at once). CI: cluster-robust t over tasks
+    from MIN_TASKS tasks, heteroscedasticity-robust within task below. All NaN when no task is shared.
     """
-    counts = np.asarray(counts)
-    totals = np.asarray(totals)
+    counts = np.asarray(counts, dtype=np.float64)
+    totals = np.asarray(totals, dtype=np.float64)
     if counts.ndim != 2 or counts.shape[0] != np.shape(is_after)[0]:
         raise ValueError(f"counts {counts.shape}: want (rollouts, features); is_after {np.shape(is_after)}")
-    design = CheckpointDesign.from_labels(is_after, task)
-    if design.n_rollouts < np.size(is_after):
-        log.info(
-            "%d rollouts of tasks seen by one checkpoint only left out of the test",
-            np.size(is_after) - design.n_rollouts,
-        )
-    counts, totals = as_float32(counts[design.keep]), as_float32(totals[design.keep])
-    before, after = checkpoint_prevalence(counts, totals, design.is_after)
+    is_after = np.asarray(is_after, dtype=bool)
+    has = totals > 0 if totals.ndim == 1 else (totals > 0).any(axis=1)
+    design = CheckpointDesign.from_labels(is_after[has], np.asarray(task)[has])
+    if design.n_rollouts < has.sum():
+        log.info("%d rollouts of tasks seen by one checkpoint only left out", int(has.sum()) - design.n_rollouts)
+    counts, totals = counts[has][design.keep], totals[has][design.keep]
+    pooled_b, pooled_a = pooled_shares(counts, totals, design.is_after)
+    nan = np.full(counts.shape[1], np.nan)
     if design.n_tasks == 0:
-        nan = np.full(counts.shape[1], np.nan)
-        return PrevalenceTest(nan, nan.copy(), nan.copy(), nan.copy(), nan.copy(), nan.copy())
-    result = permutation_pvalues(PermutationBlock(counts, totals, design), rng, n_permutations)
-    ci_low, ci_high = bootstrap_ci(counts, totals, design, rng, n_bootstrap, confidence)
-    return PrevalenceTest(before, after, after - before, ci_low, ci_high, result.p_value)
+        return PrevalenceTest(nan, nan, nan, nan, nan, nan, nan, pooled_b, pooled_a, "none")
+    block = PermutationBlock(counts, totals, design)
+    y = np.asarray(block.rates)
+    before, after = standardised_prevalence(design, y)
+    effect = effects(block.contrast, y, by_task=not design.few_tasks)
+    low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
+    if new_tasks:
+        weights, deltas = task_deltas(design, y)
+        p = signflip_pvalues(weights, deltas, rng, max_permutations or n_permutations)[0]
+        floor = np.full(counts.shape[1], signflip_floor(design.n_tasks))
+        scope = "new tasks"
+    else:
+        budget = max_permutations or n_permutations
+        p = refined_pvalues([block], rng, n_permutations, fdr=fdr, max_permutations=budget)[0].p_value
+        floor = np.maximum(attainable_pvalue(y, design), 1 / (budget + 1))
+        scope = "these tasks"
+    return PrevalenceTest(before, after, after - before, low, high, p, floor, pooled_b, pooled_a, scope)
 
 
 # Not a pytest test despite the name: keep collection from picking it up where it is imported.

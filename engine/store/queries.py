@@ -215,6 +215,7 @@ class DeltaRow:
     p_value: float | None
     q_value: float | None
     tested: bool
+    family: str | None = None  # testing family (BH within it): engine.kinds.FAMILIES
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class DeltaPage:
 
 _DELTA_COLUMNS = (
     "d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
-    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested"
+    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested, d.family"
 )
 _DELTA_ORDER = {
     "abs_delta": "abs(d.delta) DESC NULLS LAST",

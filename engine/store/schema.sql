@@ -113,14 +113,14 @@ CREATE TABLE IF NOT EXISTS feature_examples (
 CREATE TABLE IF NOT EXISTS feature_deltas (
     feature_id          BIGINT NOT NULL,
     kind                VARCHAR NOT NULL,
-    prevalence_before   DOUBLE,            -- share of segments of this kind where the feature fires
+    prevalence_before   DOUBLE,            -- task-weighted mean of each rollout's rate (firing / segments of kind)
     prevalence_after    DOUBLE,
-    delta               DOUBLE,            -- after - before, in proportion (x100 for percentage points)
+    delta               DOUBLE,            -- after - before, in proportion (x100 for points); 'any': length-adjusted
     ratio               DOUBLE,
-    ci_low              DOUBLE,            -- bootstrap CI of delta over tasks
+    ci_low              DOUBLE,            -- CI of delta: cluster-robust t over tasks (within task if few tasks)
     ci_high             DOUBLE,
-    p_value             DOUBLE,            -- permutation within task
-    q_value             DOUBLE,            -- Benjamini-Hochberg across everything tested
+    p_value             DOUBLE,            -- permutation within task (Freedman-Lane on log-length for 'any')
+    q_value             DOUBLE,            -- Benjamini-Hochberg within the row's family
     rollout_rate_before DOUBLE,            -- share of rollouts where it fires at least once
     rollout_rate_after  DOUBLE,
     n_before            INTEGER,           -- segments of this kind
@@ -129,6 +129,10 @@ CREATE TABLE IF NOT EXISTS feature_deltas (
     reward_assoc_after  DOUBLE,
     tested              BOOLEAN NOT NULL,
     skip_reason         VARCHAR,
+    family              VARCHAR,           -- testing family with its own BH: structural|sae|concept|lexical|rollout
+    pooled_before       DOUBLE,            -- sum(firing segments) / sum(segments): moves with length, shown only
+    pooled_after        DOUBLE,
+    min_p               DOUBLE,            -- smallest p-value the design allows (Tarone); > fdr: not tested
     PRIMARY KEY (feature_id, kind)
 );
 
@@ -198,6 +202,16 @@ CREATE TABLE IF NOT EXISTS hypothesis_labels (
     evidence       VARCHAR,                -- the span that decided the label
     weight         DOUBLE NOT NULL DEFAULT 1.0,  -- inverse sampling probability
     PRIMARY KEY (hypothesis_id, segment_id)
+);
+
+-- Every held-out test ever run, kept when its hypothesis is dropped or redrafted: the held-out BH family
+-- counts all of them, so re-running the stage cannot forget earlier tests (docs/statistics.md).
+CREATE TABLE IF NOT EXISTS heldout_tests (
+    statement      VARCHAR NOT NULL,
+    spec           VARCHAR NOT NULL,
+    p_value        DOUBLE,
+    tested_at      TIMESTAMP NOT NULL,
+    PRIMARY KEY (statement, spec)
 );
 
 -- Labels a person gave, to calibrate the labeler.

@@ -38,7 +38,7 @@ def columns(width: int) -> Columns:
     return (
         ("feature", None),
         ("kind", 4),
-        ("src", 3),
+        ("fam", 3),
         ("before", 6),
         ("after", 6),
         ("Δ pp", bar_column_width(width)),
@@ -115,7 +115,7 @@ class DeltasScreen(RldiffScreen):
         return [
             one_line(row.label, self._label_width),
             Text(KIND_SHORT.get(row.kind, row.kind[:4])),
-            Text("sae" if row.source == "sae" else "str", style="dim"),
+            Text((row.family or row.source)[:3], style="dim"),  # testing family: str, sae, con, lex, rol
             Text(pct(row.prevalence_before), justify="right"),
             Text(pct(row.prevalence_after), justify="right"),
             delta_bar(row.delta, self._scale, palette, bar_column_width(self.app.size.width)),

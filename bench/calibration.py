@@ -1,0 +1,241 @@
+"""Benchmark: calibration of the deltas' statistics by replication, through the real `compute_deltas`.
+
+    .venv/bin/python bench/calibration.py [--studies 200] [--seed 0] [--scenarios clean,length,...]
+
+Each scenario simulates `--studies` independent studies of nested rollout data (tasks, rollouts per
+checkpoint, segments per rollout; task effects, rollout effects and a shared rollout factor make features
+correlated and clustered) and runs each through `engine.deltas.compute_deltas`. Null scenarios change nothing
+in the per-segment behaviour; the others plant known shifts. Printed per scenario and family: size (share of
+null rows with p < 0.05), the share of studies with any false q < 0.05, FDR, CI coverage of the true effect,
+and power (share of planted rows with q < 0.05), each with its target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from engine.deltas import ANY, Discovery, compute_deltas
+from engine.progress import NullProgress
+
+N_TOOLS = 3  # tools the structural (tool-call) features are about, one feature family per tool
+LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One simulated design. Multipliers apply to the after checkpoint's segment counts."""
+
+    name: str
+    n_tasks: int = 40
+    per_cell: int = 4
+    n_text: int = 20  # SAE-family features on text segments
+    n_tool: int = 12  # structural features on tool calls, N_TOOLS tools
+    length: float = 1.0  # after-rollouts' segments, x
+    task_length_sd: float = 0.0  # sd of a per-task log length change, tied to the task's rate
+    new_tool_share: float = 0.0  # share of tool-call messages given an extra call to a new tool (after)
+    unbalanced: bool = False  # cell sizes follow the task's rate (after cells larger in high-rate tasks)
+    shift: float = 0.0  # planted per-segment probability shift (after) on the first `n_shifted` of each family
+    n_shifted: int = 0
+    targets: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def null(self) -> bool:
+        return self.n_shifted == 0
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("clean"),
+        Scenario("length", length=1.6),
+        Scenario("task_length", task_length_sd=0.5),
+        Scenario("composition", new_tool_share=0.25),
+        Scenario("unbalanced", unbalanced=True),
+        Scenario("few_tasks", n_tasks=4, per_cell=16, task_length_sd=0.5),
+        Scenario("coverage_10", n_tasks=10, shift=0.08, n_shifted=4),
+        Scenario("coverage_20", n_tasks=20, shift=0.08, n_shifted=4),
+        Scenario("power_40", n_tasks=40, shift=0.08, n_shifted=4),
+        Scenario("structural_4x8", n_tasks=4, per_cell=8, shift=0.30, n_shifted=4, n_text=10),
+    )
+}
+
+
+def _cell_sizes(scenario: Scenario, task_effect: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(n_tasks, 2) rollouts per (task, checkpoint): equal, or (unbalanced) after cells growing with task rate."""
+    sizes = np.full((scenario.n_tasks, 2), scenario.per_cell)
+    if scenario.unbalanced:
+        tilt = np.clip(np.round(2.5 * task_effect), -3, 3).astype(int)
+        sizes[:, 0] = scenario.per_cell - tilt
+        sizes[:, 1] = scenario.per_cell + tilt
+    return np.maximum(sizes, 1)
+
+
+def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, np.ndarray]:
+    """One study: (Discovery, true effect per feature column on its own kind)."""
+    g = scenario.n_tasks
+    task_effect = rng.normal(0, 1, g)
+    sizes = _cell_sizes(scenario, task_effect, rng)
+    task = np.concatenate([np.repeat(t, sizes[t].sum()) for t in range(g)])
+    is_after = np.concatenate([np.r_[np.zeros(sizes[t, 0], bool), np.ones(sizes[t, 1], bool)] for t in range(g)])
+    n = task.size
+    multiplier = np.where(is_after, scenario.length, 1.0)
+    if scenario.task_length_sd:
+        multiplier = multiplier * np.where(is_after, np.exp(scenario.task_length_sd * task_effect[task]), 1.0)
+    messages = rng.poisson(6 * multiplier) + 1  # tool-call messages
+    text_segments = rng.poisson(10 * multiplier) + 1
+    tool_of_call = rng.multinomial(messages, np.full(N_TOOLS, 1 / N_TOOLS))  # (n, N_TOOLS) one call per message
+    new_calls = rng.binomial(messages, scenario.new_tool_share * is_after)
+    factor = rng.normal(0, 1, n)  # a rollout-level factor every feature loads on: correlated features
+
+    def probabilities(n_features: int) -> np.ndarray:
+        base = rng.normal(-1.5, 0.7, n_features)
+        logit = (
+            base
+            + 0.8 * task_effect[task][:, None]
+            + rng.normal(0, 0.5, (g, n_features))[task]
+            + 0.6 * factor[:, None]
+            + rng.normal(0, 0.6, (n, n_features))
+        )
+        prob = 0.6 / (1 + np.exp(-logit))
+        planted = is_after[:, None] & (np.arange(n_features) < scenario.n_shifted)
+        return prob + scenario.shift * planted
+
+    text_counts = rng.binomial(text_segments[:, None], probabilities(scenario.n_text))
+    tool_feature = np.arange(scenario.n_tool) % N_TOOLS  # feature j fires only on calls to its tool
+    tool_counts = rng.binomial(tool_of_call[:, tool_feature], probabilities(scenario.n_tool))
+    m = scenario.n_text + scenario.n_tool
+    text = np.hstack([text_counts, np.zeros((n, scenario.n_tool))])
+    tool = np.hstack([np.zeros((n, scenario.n_text)), tool_counts])
+    tool_totals = np.column_stack([tool_of_call, new_calls])
+    support = np.zeros((N_TOOLS + 1, m))
+    support[tool_feature, scenario.n_text + np.arange(scenario.n_tool)] = 1
+    counts = {"text": sp.csc_array(text), "tool_call": sp.csc_array(tool), ANY: sp.csc_array((text + tool) > 0)}
+    totals = {"text": text_segments.astype(float), "tool_call": tool_totals.sum(axis=1).astype(float)}
+    totals[ANY] = np.ones(n)
+    rollouts = pl.DataFrame(
+        {
+            "rollout_key": np.arange(n),
+            "task_id": [f"t{t:03d}" for t in task],
+            "task_code": task.astype(np.int64),
+            "is_after": is_after,
+            "reward": rng.random(n),
+        }
+    )
+    source = ["sae"] * scenario.n_text + ["structural"] * scenario.n_tool
+    features = pl.DataFrame({"feature_id": np.arange(m), "source": source})
+    truth = np.zeros(m)
+    truth[: scenario.n_shifted] = scenario.shift
+    truth[scenario.n_text : scenario.n_text + scenario.n_shifted] = scenario.shift
+    data = Discovery(
+        rollouts,
+        features,
+        totals,
+        counts,
+        0,
+        (text_segments + tool_totals.sum(axis=1)).astype(float),
+        tool_totals.astype(float),
+        sp.csr_array(support),
+    )
+    return data, truth
+
+
+@dataclass
+class Tally:
+    """Counts over the studies of one scenario, per family (and 'all')."""
+
+    null_tests: dict[str, int] = field(default_factory=dict)
+    null_p05: dict[str, int] = field(default_factory=dict)
+    studies_false_q: dict[str, int] = field(default_factory=dict)
+    false_discoveries: dict[str, int] = field(default_factory=dict)
+    fdp_sum: dict[str, float] = field(default_factory=dict)
+    planted: dict[str, int] = field(default_factory=dict)
+    planted_found: dict[str, int] = field(default_factory=dict)
+    covered: dict[str, int] = field(default_factory=dict)
+    intervals: dict[str, int] = field(default_factory=dict)
+
+    def add(self, table: dict[str, int], family: str, value: float) -> None:
+        table[family] = table.get(family, 0) + value
+
+
+def run_study(scenario: Scenario, rng: np.random.Generator, n_permutations: int) -> pl.DataFrame:
+    """The tested rows of one simulated study, with the truth beside them ('truth' NaN where unknown)."""
+    data, truth = simulate(scenario, rng)
+    tables = compute_deltas(data, rng, n_permutations=n_permutations, fdr=LEVEL, progress=NullProgress())
+    rows = tables.deltas.filter(pl.col("tested"))
+    true_effect = pl.DataFrame({"feature_id": np.arange(truth.size), "truth": truth})
+    rows = rows.join(true_effect, on="feature_id")
+    # The planted shift is on its own kind; the rollout-level rows of planted features have no known truth.
+    return rows.with_columns(
+        truth=pl.when(pl.col("kind") == ANY).then(pl.when(pl.col("truth") == 0).then(0.0)).otherwise("truth")
+    )
+
+
+def tally(scenario: Scenario, studies: int, seed: int, n_permutations: int) -> Tally:
+    rng = np.random.default_rng(seed)
+    out = Tally()
+    for _ in range(studies):
+        rows = run_study(scenario, rng, n_permutations)
+        for family, part in [("all", rows), *rows.group_by("family")]:
+            family = family if isinstance(family, str) else family[0]
+            null = part.filter(pl.col("truth") == 0)
+            planted = part.filter(pl.col("truth") != 0)
+            found = part.filter(pl.col("q_value") < LEVEL)
+            false = found.filter(pl.col("truth") == 0)
+            out.add(out.null_tests, family, null.height)
+            out.add(out.null_p05, family, int((null["p_value"] < LEVEL).sum()))
+            out.add(out.studies_false_q, family, int(false.height > 0))
+            out.add(out.fdp_sum, family, false.height / found.height if found.height else 0.0)
+            out.add(out.planted, family, planted.height)
+            out.add(out.planted_found, family, int((planted["q_value"] < LEVEL).sum()))
+            known = part.filter(pl.col("truth").is_not_null() & (pl.col("kind") != ANY))
+            inside = (known["ci_low"] <= known["truth"]) & (known["truth"] <= known["ci_high"])
+            out.add(out.covered, family, int(inside.sum()))
+            out.add(out.intervals, family, known.height)
+    return out
+
+
+def _share(a: float, b: float) -> str:
+    return f"{a / b:6.1%}" if b else "     -"
+
+
+def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> list[str]:
+    lines = [f"{scenario.name}: {scenario.n_tasks} tasks x {scenario.per_cell}+{scenario.per_cell}, "
+             f"{studies} studies, {seconds:.0f} s"]  # fmt: skip
+    for family in sorted(result.null_tests, key=lambda f: (f == "all", f)):
+        size = _share(result.null_p05.get(family, 0), result.null_tests.get(family, 0))
+        any_false = _share(result.studies_false_q.get(family, 0), studies)
+        fdr = _share(result.fdp_sum.get(family, 0), studies)
+        cover = _share(result.covered.get(family, 0), result.intervals.get(family, 0))
+        power = _share(result.planted_found.get(family, 0), result.planted.get(family, 0))
+        if scenario.null:
+            what = f"size {size} (<= 5.5%)  any false q {any_false} (<= 6% a family)"
+        else:
+            what = f"FDR {fdr} (<= 5%)  power {power}"
+        lines.append(f"  {family:<11} {what}  coverage {cover} (>= 94% from 10 tasks)")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--permutations", type=int, default=400)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    args = parser.parse_args()
+    start = time.perf_counter()
+    for i, name in enumerate(args.scenarios.split(",")):
+        scenario = SCENARIOS[name]
+        t0 = time.perf_counter()
+        result = tally(scenario, args.studies, args.seed + i, args.permutations)
+        print("\n".join(report(scenario, result, args.studies, time.perf_counter() - t0)), flush=True)
+    print(f"seed {args.seed}, {args.permutations} permutations, wall time {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

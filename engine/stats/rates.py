@@ -1,0 +1,180 @@
+"""The estimand every prevalence statistic shares: each rollout's own rate, compared within task.
+
+A rollout's rate is y_r = c_r / t_r (firing segments of a kind over its segments of that kind). The checkpoint
+effect is the coefficient of the after-label in a least-squares fit of y on task indicators (and, for
+rollout-level rows, within-task log-length terms). Without covariates that coefficient is the stratified
+(Mantel-Haenszel-type) delta
+
+    delta = sum_g w_g (mean_after_g(y) - mean_before_g(y)) / sum_g w_g,   w_g = n_after_g n_before_g / n_g,
+
+whose task weights depend on the design only, never on which checkpoint a rollout came from: a length
+change cannot move it (rates, not pooled shares), and neither can task mix (the contrast is within task).
+Every quantity below is linear in y, so all features go through one matrix product at a time:
+statistic = x @ y with x the residualised label; its within-task permutations give the null
+(Freedman-Lane when there are covariates), and the same residuals give cluster-robust standard errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from engine.stats.design import CheckpointDesign, as_float32, task_onehot
+
+Matrix = np.ndarray | sp.sparray | sp.spmatrix
+
+
+def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) -> Matrix:
+    """(n_rollouts, n_features) rates c / t over the design's rollouts; sparse stays sparse (1-d totals).
+
+    1-d totals must be positive (the caller's design holds only rollouts with segments of the kind). With
+    2-d totals (a denominator per feature), a rollout without segments for a feature gets that feature's
+    task mean over the rollouts that have some (the mean over all tasks if none do): computed without the
+    labels, so permuting
+    labels stays exact, and such a rollout adds nothing to the within-task contrast.
+    """
+    totals = np.asarray(totals, dtype=np.float64)
+    if totals.ndim == 1:
+        if (totals <= 0).any():
+            raise ValueError("1-d totals must be positive: leave rollouts without segments out of the design")
+        inverse = sp.diags_array(1.0 / totals)
+        if sp.issparse(counts):
+            return sp.csc_array(inverse @ sp.csc_array(counts, dtype=np.float64))
+        return np.asarray(counts, dtype=np.float64) / totals[:, None]
+    dense = counts.toarray() if sp.issparse(counts) else np.asarray(counts, dtype=np.float64)
+    has = totals > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = np.where(has, dense / np.where(has, totals, 1.0), 0.0)
+    onehot = task_onehot(design.task, design.n_tasks)
+    n_has = onehot @ has.astype(np.float64)
+    overall = rates.sum(axis=0) / np.maximum(has.sum(axis=0), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fill = np.where(n_has > 0, (onehot @ rates) / np.maximum(n_has, 1), overall)
+    return np.where(has, rates, fill[design.task])
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """The after-label residualised on task indicators and on within-task centred covariates z."""
+
+    design: CheckpointDesign
+    covariates: np.ndarray | None = None  # (n_rollouts, k) or None
+
+    @cached_property
+    def z(self) -> np.ndarray | None:
+        """(n_rollouts, k') within-task centred covariates with any variation, or None."""
+        if self.covariates is None:
+            return None
+        z = np.asarray(self.covariates, dtype=np.float64).reshape(self.design.n_rollouts, -1)
+        z = z - self.design.task_means(z)
+        z = z[:, (z**2).sum(axis=0) > 1e-12]
+        return z if z.shape[1] else None
+
+    @cached_property
+    def x(self) -> np.ndarray:
+        """(n_rollouts,) the label minus its task mean, minus its projection on z: the contrast vector."""
+        label = self.design.is_after.astype(np.float64)
+        x = label - self.design.task_means(label)
+        if self.z is not None:
+            x = x - self.z @ np.linalg.lstsq(self.z, x, rcond=None)[0]
+        return x
+
+    @cached_property
+    def z_pinv(self) -> np.ndarray | None:
+        """(k', n_rollouts) the pseudo-inverse of z, so covariate slopes are one product."""
+        return None if self.z is None else np.linalg.pinv(self.z)
+
+    @cached_property
+    def xx(self) -> float:
+        return float(self.x @ self.x)
+
+    @property
+    def n_covariates(self) -> int:
+        return 0 if self.z is None else int(self.z.shape[1])
+
+    def gamma(self, y: np.ndarray) -> np.ndarray | None:
+        """(k', n_features) covariate slopes of the reduced (null) model, or None without covariates."""
+        if self.z_pinv is None:
+            return None
+        return self.z_pinv @ y  # z is centred within task, so y's task means drop out
+
+    def statistic(self, x_rows: np.ndarray, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
+        """(n_rows, n_features) x_rows @ residual(y) for rows of (permuted) contrast vectors, float64.
+
+        Each row sums to zero within every task, so task means drop out; covariates leave via gamma.
+        """
+        stat = (as_float32(x_rows) @ as_float32(y)).astype(np.float64)
+        if gamma is not None:
+            stat -= (x_rows.astype(np.float64) @ self.z) @ gamma
+        return stat
+
+    def observed(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
+        """(n_features,) the observed statistic x @ residual(y), in float64 throughout."""
+        stat = self.x @ y
+        return stat if gamma is None else stat - (self.x @ self.z) @ gamma
+
+    def null_residuals(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
+        """(n_rollouts, n_features) residuals of the reduced model (task means and covariates, no label)."""
+        resid = y - self.design.task_means(y)
+        return resid if gamma is None else resid - self.z @ gamma
+
+
+@dataclass(frozen=True)
+class Effects:
+    """Per feature: the checkpoint effect on rates, its standard error and degrees of freedom."""
+
+    estimate: np.ndarray
+    se: np.ndarray
+    df: float
+    unit: str  # 'task' (cluster-robust over tasks) or 'rollout' (heteroscedasticity-robust, these tasks)
+
+
+def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
+    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
+
+    by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
+    tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
+    of freedom, p = tasks + covariates + 1 (speaks for these tasks). A zero standard error is returned as
+    NaN: an interval of zero width is never a statement the data support.
+    """
+    design, x = contrast.design, contrast.x
+    gamma = contrast.gamma(y)
+    resid0 = contrast.null_residuals(y, gamma)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = (x @ resid0) / contrast.xx
+    resid = resid0 - np.outer(x, beta)
+    n, g = design.n_rollouts, design.n_tasks
+    if by_task:
+        scores = task_onehot(design.task, g) @ (x[:, None] * resid)
+        variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
+        df = float(g - 1)
+    else:
+        p = g + contrast.n_covariates + 1
+        variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
+        df = float(n - p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = np.sqrt(variance) / contrast.xx
+    se[~(se > 1e-12)] = np.nan
+    if df < 1:
+        se[:] = np.nan
+    return Effects(beta, se, df, "task" if by_task else "rollout")
+
+
+def standardised_prevalence(design: CheckpointDesign, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after): the task-weighted mean rate of each checkpoint, with the contrast's weights w_g.
+
+    after - before equals the unadjusted effect; both are averages over the same task mix.
+    """
+    n_all = np.bincount(design.task, minlength=design.n_tasks).astype(np.float64)
+    n_after = np.bincount(design.task, weights=design.is_after, minlength=design.n_tasks)
+    n_before = n_all - n_after
+    weight = n_after * n_before / n_all
+    weight = weight / weight.sum()
+    means = []
+    for side, size in ((~design.is_after, n_before), (design.is_after, n_after)):
+        sums = task_onehot(design.task[side], design.n_tasks) @ y[side]
+        means.append(weight @ (sums / size[:, None]))
+    return means[0], means[1]
