@@ -72,7 +72,7 @@ def label(
     """segment_id, label, evidence, weight on `population` for one hypothesis (blind to checkpoints)."""
     kinds = hypothesis_kinds(labeler, spec)
     if labeler == "verifier":
-        return population.verifier_labels(Verifier(spec), kinds)
+        return population.verifier_labels(Verifier(spec, embedder=population.embedder), kinds)
     if session is None:
         raise InputError("this hypothesis is labelled by an LLM judge: set ANTHROPIC_API_KEY and pass --llm MODEL")
     return judge_labels(session, spec["question"], population.of_kinds(kinds), rng)

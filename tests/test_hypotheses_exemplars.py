@@ -1,0 +1,142 @@
+"""The exemplar labeler (`similar_to`) and the `structural` verifier node.
+
+The matching logic is tested with a word-count embedder that stands in for the study's sentence embedder (an
+`Embedder` is anything with `embed`); that paraphrases match with the real packaged embedder is tested where
+that embedder is installed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from engine.hypotheses.exemplars import best_f1_threshold, choose_exemplars
+from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
+
+_VOCAB: dict[str, int] = {}
+
+
+class WordEmbedder:
+    """Normalised word counts over a growing vocabulary: cosine = shared words. Counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        rows = np.zeros((len(texts), 256), np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                rows[i, _VOCAB.setdefault(word, len(_VOCAB)) % 256] += 1
+        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
+
+
+def split_on_periods(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in re.finditer(r"[^.]+\.?", text) if m.group().strip()]
+
+
+GRADER = "the grader checks the output format"
+
+
+def verifier(spec: dict, embedder: WordEmbedder | None = None) -> Verifier:
+    return Verifier(spec, embedder=embedder or WordEmbedder(), splitter=split_on_periods)
+
+
+def test_matches_a_segment_by_its_closest_sentence_and_gives_it_as_evidence() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER], "min_similarity": 0.6}}
+    near = SegmentView(1, "reasoning", "I will book the flight. The grader checks the format of the output. Done.")
+    far = SegmentView(2, "reasoning", "I will book the flight. The user wants a window seat.")
+    verdicts = verifier(spec).label_all([near, far])
+    assert verdicts[0].label and verdicts[0].evidence == "The grader checks the format of the output."
+    assert not verdicts[1].label and verdicts[1].evidence is None
+
+
+def test_one_embedding_batch_for_all_segments_and_combines_with_kind_and_not() -> None:
+    embedder = WordEmbedder()
+    node = {"similar_to": {"exemplars": [GRADER, "a trap set by the reviewer"], "min_similarity": 0.6}}
+    spec = {"all": [{"kind": "reasoning"}, node, {"not": {"regex": "skip"}}]}
+    segments = [
+        SegmentView(i, kind, body)
+        for i, (kind, body) in enumerate(
+            [
+                ("reasoning", "Careful. This looks like a trap set by the reviewer."),
+                ("text", "The grader checks the output format."),  # wrong kind
+                ("reasoning", "The grader checks the output format. skip it."),  # excluded by `not`
+                ("reasoning", "Nothing to see here."),
+            ]
+        )
+    ]
+    labels = [v.label for v in verifier(spec, embedder).label_all(segments)]
+    assert labels == [True, False, False, False]
+    assert embedder.calls == 2  # every sentence once, then the exemplars once
+
+
+def test_tool_calls_are_one_unit() -> None:
+    spec = {"similar_to": {"exemplars": ["update status probe"], "min_similarity": 0.9}}
+    call = SegmentView(1, "tool_call", "update status. probe", "update_status", "{}")
+    assert verifier(spec)(call).label  # split into sentences it would not reach 0.9
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"similar_to": {"exemplars": []}}, "exemplars"),
+        ({"similar_to": {"exemplars": ["x"] * 17}}, "1 to 16"),
+        ({"similar_to": {"exemplars": ["x" * 501]}}, "at most 500"),
+        ({"similar_to": {"exemplars": [""]}}, "exemplars[0]"),
+        ({"similar_to": {"exemplars": ["a"], "min_similarity": 1.5}}, "(0, 1]"),
+        ({"similar_to": {"exemplars": ["a"], "min_similarity": True}}, "(0, 1]"),
+        ({"similar_to": {"exemplars": ["a"], "vectors": [[0.1]]}}, "optionally 'min_similarity'"),
+        ({"all": [{"kind": "text"}, {"similar_to": "the grader"}]}, "$.all[1].similar_to"),
+        ({"structural": "no_such_feature"}, "unknown structural feature"),
+    ],
+)
+def test_bad_specs_name_their_problem(node: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Verifier(node)
+
+
+def test_without_an_embedder_a_similar_to_node_says_what_it_needs() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER]}}
+    with pytest.raises(Exception, match="sentence embedder"):
+        Verifier(spec, splitter=split_on_periods)(SegmentView(1, "text", "The grader."))
+
+
+def test_describe_and_structural_node() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER, "b"], "min_similarity": 0.7}}
+    assert describe(spec) == f'a sentence like "{GRADER}" (+1 more) (cosine >= 0.7)'
+    probe = Verifier({"structural": "tool_args:probe"})
+    hit = probe(SegmentView(1, "tool_call", "x", "f", "{}", frozenset({"tool_args:probe", "tool:f"})))
+    assert hit.label and "dummy/probe" in (hit.evidence or "")
+    assert not probe(SegmentView(2, "tool_call", "x", "f", "{}", frozenset({"tool:f"}))).label
+
+
+def test_best_f1_threshold_lies_between_the_last_positive_and_the_first_negative() -> None:
+    threshold, f1 = best_f1_threshold(np.array([0.9, 0.8, 0.7]), np.array([0.5, 0.3, 0.75]))
+    assert f1 == pytest.approx(2 * 3 / (4 + 3))  # all three positives and one negative
+    assert 0.5 < threshold <= 0.7
+    threshold, f1 = best_f1_threshold(np.array([0.9, 0.8]), np.array([0.2]))
+    assert f1 == 1.0 and threshold == pytest.approx(0.5)
+
+
+def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
+    group = [
+        "the grader checks the output format",
+        "maybe the grader checks the format",
+        "the grader probably checks output",
+        "a reviewer could mark this as a trap",
+        "the reviewer may see this trap",
+    ]
+    others = ["the user wants a window seat", "book the cheapest flight", "the output is a table of flights"]
+    chosen = choose_exemplars(group, others, WordEmbedder(), k=3)
+    assert chosen is not None
+    assert any("grader" in t for t in chosen.texts) and any("reviewer" in t for t in chosen.texts)
+    assert chosen.f1 > 0.5
+    labels = verifier(chosen.node()).label_all(
+        [SegmentView(1, "reasoning", "Hmm. the reviewer will see the trap."), SegmentView(2, "text", others[0])]
+    )
+    assert [v.label for v in labels] == [True, False]
+    assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
