@@ -26,7 +26,7 @@ from engine.hypotheses.ledger import (
 )
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
-from engine.hypotheses.sources import Source, firing_segments, load_sources
+from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -64,7 +64,10 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         session = open_session(store, config)
-        discovery = Discovery(load_population(store, config.before, config.after, "discovery"))
+        discovery = Discovery(
+            load_population(store, config.before, config.after, "discovery"),
+            examples=lambda ids: example_sentences(store, list(ids)),
+        )
         sources = load_sources(store, config.fdr)
         sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
         fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
