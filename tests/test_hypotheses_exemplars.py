@@ -7,36 +7,17 @@ that embedder is installed.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
-from collections.abc import Sequence
 
 import numpy as np
+import polars as pl
 import pytest
+from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.exemplars import best_f1_threshold, choose_exemplars
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
-
-_VOCAB: dict[str, int] = {}
-
-
-class WordEmbedder:
-    """Normalised word counts over a growing vocabulary: cosine = shared words. Counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        rows = np.zeros((len(texts), 256), np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"[a-z]+", text.lower()):
-                rows[i, _VOCAB.setdefault(word, len(_VOCAB)) % 256] += 1
-        return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
-
-
-def split_on_periods(text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in re.finditer(r"[^.]+\.?", text) if m.group().strip()]
-
 
 GRADER = "the grader checks the output format"
 
@@ -140,3 +121,33 @@ def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
     )
     assert [v.label for v in labels] == [True, False]
     assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
+
+
+def test_a_user_hypothesis_like_sentences(tmp_path, monkeypatch) -> None:
+    from factories_hypotheses import Planted, make_study
+
+    from engine.errors import InputError
+    from engine.hypotheses import ledger
+    from engine.hypotheses.population import load_population
+
+    store, truth = make_study(tmp_path / "s.duckdb", [Planted("sorry", "text", "I sincerely apologize.", 0.05, 0.5)])
+    with store:
+        hid = ledger.add_hypothesis(store, "Apologises more", like=["I am so sorry, I apologize"], kind="text")
+        spec = json.loads(store.scalar("SELECT spec FROM hypotheses WHERE hypothesis_id = ?", [hid]))
+        node = {"similar_to": {"exemplars": ["I am so sorry, I apologize"], "min_similarity": 0.7}}
+        assert spec == {"all": [{"kind": "text"}, node]}
+        with pytest.raises(InputError, match="--min-similarity goes with --like"):
+            ledger.add_hypothesis(store, "x", pattern="a", min_similarity=0.5)
+        with pytest.raises(SpecError, match="min_similarity"):
+            ledger.add_hypothesis(store, "x", like=["a"], min_similarity=2.0)
+        with pytest.raises(InputError, match="exactly one"):
+            ledger.add_hypothesis(store, "x", like=["a"], judge="q?")
+        population = load_population(store, "before", "after", "heldout")
+        population = dataclasses.replace(population, embedder=WordEmbedder())
+        monkeypatch.setattr("engine.hypotheses.verifier.default_splitter", split_on_periods)
+        spec["all"][1]["similar_to"]["min_similarity"] = 0.5
+        labels = ledger.label(population, "verifier", spec, None, np.random.default_rng(0))
+        positives = set(labels.filter(pl.col("label"))["segment_id"].to_list())
+        planted = truth["sorry"] & set(labels["segment_id"].to_list())
+        assert planted and positives == planted
+        assert set(labels.filter(pl.col("label"))["evidence"].to_list()) == {"I sincerely apologize."}

@@ -7,12 +7,12 @@ import re
 import numpy as np
 import polars as pl
 import pytest
+from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.draft import Discovery, Draft, extractive_draft, merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
-from tests.test_hypotheses_exemplars import WordEmbedder, split_on_periods
 
 N = 60  # rollouts per checkpoint, one text, one reasoning and one tool call segment each
 
