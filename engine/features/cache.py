@@ -65,17 +65,21 @@ class ActivationCache:
         of about 64 MiB so that memory stays bounded whatever the shard's size."""
         import torch
 
-        rows = np.sort(rows)
-        window = max(1, (64 << 20) // (2 * self.hidden_size))
+        acts = self.take_rows(f"{shard}.acts", np.uint16, np.sort(rows))
+        return torch.from_numpy(acts).view(torch.bfloat16)
+
+    def take_rows(self, name: str, dtype: type, rows: np.ndarray) -> np.ndarray:
+        """Rows (sorted) of a shard file of `hidden_size`-wide rows, read in windows of about 64 MiB."""
+        width = self.hidden_size
+        window = max(1, (64 << 20) // (np.dtype(dtype).itemsize * width))
         parts = []
         cuts = np.searchsorted(rows, np.arange(0, int(rows[-1]) + window + 1, window)) if rows.size else []
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             if hi > lo:
                 first, last = int(rows[lo]), int(rows[hi - 1])
-                block = self._read(f"{shard}.acts", np.uint16, self.hidden_size, first, last - first + 1)
+                block = self._read(name, dtype, width, first, last - first + 1)
                 parts.append(block[rows[lo:hi] - first])
-        acts = np.concatenate(parts) if parts else np.empty((0, self.hidden_size), dtype=np.uint16)
-        return torch.from_numpy(acts).view(torch.bfloat16)
+        return np.concatenate(parts) if parts else np.empty((0, width), dtype=dtype)
 
     def close(self) -> None:
         for fd in self._files.values():
