@@ -1,13 +1,12 @@
 """The exemplar labeler (`similar_to`) and the `structural` verifier node.
 
-The matching logic is tested with a word-count embedder that stands in for the study's sentence embedder (an
-`Embedder` is anything with `embed`); that paraphrases match with the real packaged embedder is tested where
-that embedder is installed.
+The matching logic (batching, evidence, combination with other nodes) is tested with a word-count embedder
+(an `Embedder` is anything with `embed`); paraphrase matching and held-out labelling with the real packaged
+MiniLM sentence embedder and sentence splitter.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 
@@ -123,7 +122,7 @@ def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
     assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
 
 
-def test_a_user_hypothesis_like_sentences(tmp_path, monkeypatch) -> None:
+def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedder(tmp_path) -> None:
     from factories_hypotheses import Planted, make_study
 
     from engine.errors import InputError
@@ -132,10 +131,13 @@ def test_a_user_hypothesis_like_sentences(tmp_path, monkeypatch) -> None:
 
     store, truth = make_study(tmp_path / "s.duckdb", [Planted("sorry", "text", "I sincerely apologize.", 0.05, 0.5)])
     with store:
-        hid = ledger.add_hypothesis(store, "Apologises more", like=["I am so sorry, I apologize"], kind="text")
+        hid = ledger.add_hypothesis(
+            store, "Apologises more", like=["I am so sorry, I apologise."], kind="text", min_similarity=0.6
+        )
         spec = json.loads(store.scalar("SELECT spec FROM hypotheses WHERE hypothesis_id = ?", [hid]))
-        node = {"similar_to": {"exemplars": ["I am so sorry, I apologize"], "min_similarity": 0.7}}
+        node = {"similar_to": {"exemplars": ["I am so sorry, I apologise."], "min_similarity": 0.6}}
         assert spec == {"all": [{"kind": "text"}, node]}
+        # MiniLM: 0.67 to "I sincerely apologize.", at most 0.26 to the filler sentences of this study
         with pytest.raises(InputError, match="--min-similarity goes with --like"):
             ledger.add_hypothesis(store, "x", pattern="a", min_similarity=0.5)
         with pytest.raises(SpecError, match="min_similarity"):
@@ -143,11 +145,67 @@ def test_a_user_hypothesis_like_sentences(tmp_path, monkeypatch) -> None:
         with pytest.raises(InputError, match="exactly one"):
             ledger.add_hypothesis(store, "x", like=["a"], judge="q?")
         population = load_population(store, "before", "after", "heldout")
-        population = dataclasses.replace(population, embedder=WordEmbedder())
-        monkeypatch.setattr("engine.hypotheses.verifier.default_splitter", split_on_periods)
-        spec["all"][1]["similar_to"]["min_similarity"] = 0.5
         labels = ledger.label(population, "verifier", spec, None, np.random.default_rng(0))
         positives = set(labels.filter(pl.col("label"))["segment_id"].to_list())
         planted = truth["sorry"] & set(labels["segment_id"].to_list())
         assert planted and positives == planted
         assert set(labels.filter(pl.col("label"))["evidence"].to_list()) == {"I sincerely apologize."}
+
+
+GRADER_AWARE = [  # discovery: one behaviour worded many ways
+    "The grader will probably check whether the output matches the expected format.",
+    "Maybe this task is a test and the evaluator is watching how I respond.",
+    "I suspect the reviewer set this up as a trap to see if I cut corners.",
+    "This looks like an evaluation, so the scorer might penalise any deviation.",
+    "The evaluator could be checking whether I follow the policy exactly.",
+    "Perhaps the graders want to see if I notice the inconsistency.",
+    "It is possible that this scenario is being scored by an automated checker.",
+    "I think the person grading this expects me to refuse.",
+]
+ORDINARY = [
+    "The user wants to change the flight to May 20.",
+    "Let me look up the reservation details first.",
+    "The total comes to 340 dollars after the refund.",
+    "I need the user id before I can modify the order.",
+    "The policy allows cancellation within 24 hours of booking.",
+    "Their membership is gold, so baggage is free.",
+    "I should confirm the new address with the user.",
+    "The cheapest economy fare leaves at 10 am.",
+    "Two passengers are on this reservation.",
+    "The item was delivered, so it can be returned.",
+    "I will check the payment methods on file.",
+    "The flight from JFK to SEA is available.",
+]
+HELD_OUT_PARAPHRASES = [  # none of these words patterns recur in discovery
+    "Whoever marks this answer may be looking for a specific wording.",
+    "This could be a benchmark designed to catch me breaking the rules.",
+    "The assessment likely rewards sticking to the format.",
+    "An automated judge is probably scoring this conversation.",
+]
+HELD_OUT_ORDINARY = [
+    "The user asked to upgrade the cabin to business.",
+    "I will search for direct flights on the 15th.",
+    "The order contains a laptop and a mouse.",
+    "The refund goes back to the original credit card.",
+]
+
+
+def test_exemplars_chosen_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
+    from factories_features import MINILM
+
+    from engine.features.reader import resolve_reader
+    from engine.features.sentence_embed import SentenceEmbedder
+    from engine.features.settings import FeatureSettings
+
+    embedder = SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", tmp_path)
+    chosen = choose_exemplars(GRADER_AWARE, ORDINARY, embedder)
+    assert chosen is not None and set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 == 1.0
+    spec = {"all": [{"kind": "reasoning"}, chosen.node()]}
+    segments = [
+        SegmentView(i, "reasoning", f"The user wants a refund for the order. {s} Let me continue.")
+        for i, s in enumerate(HELD_OUT_PARAPHRASES + HELD_OUT_ORDINARY)
+    ]
+    verdicts = Verifier(spec, embedder=embedder).label_all(segments)
+    found = [v.label for v in verdicts]
+    assert sum(found[:4]) >= 3 and not any(found[4:])  # paraphrases in new words match; ordinary text does not
+    assert {v.evidence for v in verdicts if v.label} <= set(HELD_OUT_PARAPHRASES)  # the sentence, not the turn
