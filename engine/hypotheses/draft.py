@@ -19,7 +19,13 @@ import numpy as np
 import polars as pl
 
 from engine.features import structural
-from engine.hypotheses.exemplars import Splitter, choose_exemplars, default_splitter, segment_units
+from engine.hypotheses.exemplars import (
+    SentenceMatcher,
+    Splitter,
+    choose_exemplars,
+    default_splitter,
+    segment_units,
+)
 from engine.hypotheses.ngrams import NgramIndex, ngram_regex, same_segments
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
@@ -250,14 +256,24 @@ def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draf
 # -- LLM drafting ----------------------------------------------------------------------------------------------
 
 
-def _examples(segs: pl.DataFrame, n: int) -> str:
-    if segs.height == 0:
-        return "(none)"
-    return "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(segs.head(n)["text"].to_list()))
+def _fenced(texts: list[str]) -> str:
+    return "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(texts)) if texts else "(none)"
+
+
+def _examples(segs: pl.DataFrame, n: int, like: list[str], discovery: Discovery) -> str:
+    """Up to `n` segments, fenced; for a concept source (`like`: its example sentences) each segment's sentence
+    closest to them instead, so the contrast is between sentences, not long turns."""
+    segs = segs.head(n)
+    if not like:
+        return _fenced(segs["text"].to_list())
+    pairs = list(segs.select("kind", "text").iter_rows())
+    matches = SentenceMatcher(pairs, discovery.population.embedder, discovery.splitter).best(like)
+    return _fenced(list(dict.fromkeys(m.sentence for m in matches if m is not None)))
 
 
 def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np.random.Generator) -> LLMRequest:
-    """Contrasting examples from discovery: firing segments of each checkpoint and quiet ones, fenced."""
+    """Contrasting examples from discovery: firing segments of each checkpoint and quiet ones, fenced (for a
+    concept or group source, their sentences closest to its example sentences)."""
     _, segs = discovery.index(source.kinds)
     firing = segs.filter(pl.col("segment_id").is_in(list(fires)))
     firing = firing[rng.permutation(firing.height)]
@@ -267,6 +283,7 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
     if source.delta < 0:
         more, less = less, more
     rate = lambda p: "?" if p is None else f"{p:.1%}"  # noqa: E731
+    like = discovery.examples(source.feature_ids) if source.origin == "concept" else []
     user = render(
         "draft_user",
         pattern=source.title,
@@ -276,9 +293,9 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
         ngrams=", ".join(source.top_ngrams[:12]) or "(none)",
         more="AFTER" if source.delta > 0 else "BEFORE",
         less="BEFORE" if source.delta > 0 else "AFTER",
-        more_examples=_examples(firing.filter(pl.col("checkpoint") == more), EXAMPLES),
-        less_examples=_examples(firing.filter(pl.col("checkpoint") == less), EXAMPLES),
-        quiet_examples=_examples(quiet, EXAMPLES),
+        more_examples=_examples(firing.filter(pl.col("checkpoint") == more), EXAMPLES, like, discovery),
+        less_examples=_examples(firing.filter(pl.col("checkpoint") == less), EXAMPLES, like, discovery),
+        quiet_examples=_examples(quiet, EXAMPLES, like, discovery),
     )
     system = render("draft_system", verifier_language=render("verifier_language"))
     return LLMRequest(system=system, user=user, schema=DRAFT_SCHEMA, max_tokens=800)
