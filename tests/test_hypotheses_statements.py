@@ -107,6 +107,7 @@ def test_an_opening_formula_is_a_behaviour_and_a_discourse_marker_is_not() -> No
     assert phrase_is_behaviour("wait", ["Wait, the date is wrong.", "Wait. Check again."]) == (False, False)
     assert phrase_is_behaviour("written summary", ["I can send a written summary."]) == (True, False)
     assert phrase_is_behaviour("probably", ["It is probably fine."]) == (False, False)
+    assert phrase_is_behaviour("include_history", ['get_reservation_details {"include_history": true}'])[0]
 
 
 def test_a_concept_statement_quotes_an_exemplar_and_validates_on_paraphrases() -> None:

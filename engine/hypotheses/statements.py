@@ -95,13 +95,14 @@ def opens(gram: str, text: str) -> bool:
 
 def phrase_is_behaviour(gram: str, texts: Sequence[str]) -> tuple[bool, bool]:
     """(whether the phrase names a behaviour, whether as an opening): at least MIN_CONTENT_WORDS content words
-    (not stopwords or discourse markers), or a content word that opens most of the segments it is in (a
-    formula such as "Certainly!"; "Wait," opening reasoning is a discourse marker, not a behaviour)."""
+    (not stopwords or discourse markers), an identifier, or a content word that opens most of the segments it
+    is in (a formula such as "Certainly!"; "Wait," opening reasoning is a discourse marker, not a behaviour)."""
     words = content_words(gram)
     opening = bool(texts) and sum(opens(gram, t) for t in texts) >= MIN_OPENING_SHARE * len(texts)
     if opening and words:
         return True, True
-    return len(words) >= MIN_CONTENT_WORDS, False
+    # An identifier (`include_history`) names an argument or a tool: informative alone, unlike a prose word.
+    return len(words) >= MIN_CONTENT_WORDS or any("_" in w for w in words), False
 
 
 def distinctive_words(inside: Sequence[str], outside: Sequence[str], k: int = DISTINCTIVE_WORDS) -> list[str]:
