@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -86,6 +87,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, config.before, config.after, "heldout")
+        heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         labelled: list[tuple[Draft, pl.DataFrame]] = []
         with progress.track("labelling held-out segments", len(drafts)) as advance:
             for draft in drafts:
