@@ -177,6 +177,7 @@ def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
     nodes = [{"structural": n} for n in source.names]
     spec = {"all": [_kind_node(source.kinds), nodes[0] if len(nodes) == 1 else {"any": nodes}]}
     what = " or ".join(dict.fromkeys(structural.label(n) for n in source.names[:3]))
+    what += f" (+{len(source.names) - 3} more)" if len(source.names) > 3 else ""
     return _finish(source, discovery, spec, source.kinds, lambda rates, _n: structural_statement(what, rates))
 
 
