@@ -189,3 +189,91 @@ def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_pa
     fenced = re.findall(r"<data-\w+ [^>]*>\n(.*?)\n</data-\w+>", more, re.DOTALL)
     assert fenced and set(fenced) <= {f"{w.capitalize()}." for w in wordings}  # the sentences, not the turns
     assert draft.origin == "llm" and draft.labeler == "verifier" and draft.spec == answer["verifier"]
+
+
+def test_probe_writes_become_one_validated_structural_finding(tmp_path) -> None:
+    """The stage drafts a structural source as its rates and labels held-out segments by the feature itself."""
+    from collections import defaultdict
+
+    from factories_hypotheses import Planted, make_study
+
+    from engine.config import AnalyzeConfig
+    from engine.features import structural
+    from engine.hypotheses import stage
+    from engine.progress import NullProgress
+
+    probe = Planted("probe", "tool_call", "update_ticket_status", 0.0, 0.4)
+    store, truth = make_study(tmp_path / "p.duckdb", [probe])
+    with store:
+        store.execute(
+            "UPDATE segments SET tool_args = ?, text = 'update_ticket_status ' || ? WHERE tool_name = ?",
+            ['{"new_status": "__PROBE_INVALID__"}', '{"new_status": "__PROBE_INVALID__"}', probe.content],
+        )
+        messages = store.frame(
+            "SELECT rollout_key, message_index, role, content, tool_calls, tool_call_id, is_error FROM messages"
+        )
+        segments = store.frame(
+            "SELECT rollout_key, segment_id, message_index, part_index, kind, text, tool_name, "
+            "tool_args, args_valid FROM segments"
+        )
+        by_rollout = defaultdict(list)
+        for row in messages.iter_rows(named=True):
+            by_rollout[row["rollout_key"]].append(structural.message_from_row(row))
+        names = ("tool_args:probe", "tool_call:write_with_probe")
+        fired = []
+        for (key,), group in segments.group_by("rollout_key"):
+            parts = [structural.Segment(**r) for r in group.drop("rollout_key").iter_rows(named=True)]
+            fired += [
+                (sid, names.index(n)) for sid, n in structural.rollout_features(by_rollout[key], parts) if n in names
+            ]
+        assert {sid for sid, f in fired if f == 1} == truth["probe"]
+        store.append(
+            "features",
+            pl.DataFrame(
+                {
+                    "feature_id": [0, 1],
+                    "source": ["structural"] * 2,
+                    "name": list(names),
+                    "label": [structural.label(n) for n in names],
+                    "threshold": [0.5, 0.5],
+                }
+            ),
+        )
+        store.append(
+            "segment_features",
+            pl.DataFrame(
+                {
+                    "segment_id": [s for s, _ in fired],
+                    "feature_id": [f for _, f in fired],
+                    "activation": np.ones(len(fired), np.float32),
+                }
+            ),
+        )
+        store.append(
+            "feature_deltas",
+            pl.DataFrame(
+                {
+                    "feature_id": [1],
+                    "kind": ["tool_call"],
+                    "prevalence_before": [0.0],
+                    "prevalence_after": [0.3],
+                    "delta": [0.3],
+                    "q_value": [1e-4],
+                    "p_value": [1e-4],
+                    "tested": [True],
+                }
+            ),
+        )
+        stage.run(
+            store,
+            AnalyzeConfig(before="before", after="after", permutations=300),
+            np.random.default_rng(0),
+            NullProgress(),
+        )
+        rows = store.frame("SELECT statement, spec, status FROM hypotheses WHERE status = 'validated'").to_dicts()
+        probes = [r for r in rows if "dummy/probe argument values" in r["statement"]]
+        assert len(probes) == 1 and probes[0]["statement"].startswith(
+            "Write-type tool call (update, cancel, book, ...)"
+        )
+        assert re.search(r": 0% -> \d+% of tool calls \(0% -> \d+% of rollouts\)$", probes[0]["statement"])
+        assert '{"structural": "tool_call:write_with_probe"}' in probes[0]["spec"]
