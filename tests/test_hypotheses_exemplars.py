@@ -122,6 +122,7 @@ def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
     assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedder(tmp_path) -> None:
     from factories_hypotheses import Planted, make_study
 
@@ -190,6 +191,7 @@ HELD_OUT_ORDINARY = [
 ]
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_exemplars_chosen_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
     from factories_features import MINILM
 
