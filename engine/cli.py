@@ -325,7 +325,14 @@ def cmd_hypothesis_add(args: argparse.Namespace) -> int:
 
     with Store(_existing(args.store)) as store:
         hypothesis_id = add_hypothesis(
-            store, args.statement, pattern=args.pattern, kind=args.kind, judge=args.judge, direction=args.direction
+            store,
+            args.statement,
+            pattern=args.pattern,
+            kind=args.kind,
+            judge=args.judge,
+            like=args.like,
+            min_similarity=args.min_similarity,
+            direction=args.direction,
         )
     out.print(
         f"added hypothesis {hypothesis_id}; test it with `rldiff hypothesis test {args.store} {hypothesis_id}`",
@@ -522,7 +529,14 @@ def build_parser() -> argparse.ArgumentParser:
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--pattern", help="regex verifier: a segment is positive when it matches")
     how.add_argument("--judge", help="yes/no question an LLM judge answers for each segment")
+    how.add_argument(
+        "--like",
+        action="append",
+        metavar="SENTENCE",
+        help="exemplar verifier (repeatable): a segment is positive when one of its sentences is this similar",
+    )
     p.add_argument("--kind", choices=SEGMENT_KINDS, help="only segments of this kind")
+    p.add_argument("--min-similarity", type=float, help="cosine an exemplar match needs (with --like; default 0.7)")
     p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
     p = hsub.add_parser("list", help="list the hypotheses with their status and q")
     p.set_defaults(handler=cmd_hypothesis_list)

@@ -108,6 +108,19 @@ def test_a_user_hypothesis_is_tested_on_held_out_rollouts(copy: Path, capsys: py
     assert status == [("validated", "accepted", "expected")]
 
 
+def test_a_user_hypothesis_like_sentences_from_the_cli(copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    statement = "The agent apologises more"
+    exemplars = ["I am sorry for the trouble", "My apologies for the delay"]
+    like = [a for e in exemplars for a in ("--like", e)]
+    assert main(["hypothesis", "add", str(copy), statement, *like, "--kind", "text", "--min-similarity", "0.65"]) == 0
+    [(spec,)] = rows(copy, "SELECT spec FROM hypotheses WHERE statement = ?", [statement])
+    assert json.loads(spec) == {
+        "all": [{"kind": "text"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.65}}]
+    }
+    assert main(["hypothesis", "add", str(copy), "x", "--like", "a", "--min-similarity", "1.5"]) == 2
+    assert "min_similarity" in capsys.readouterr().err
+
+
 async def test_every_screen_opens_on_the_real_store(copy: Path) -> None:
     app = RldiffApp(copy)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.features import structural
+from engine.features import probes, structural
 from engine.features.structural import Message, Segment, rollout_features, text_features
 
 
@@ -146,3 +146,145 @@ def test_every_feature_name_has_a_readable_label() -> None:
     assert structural.label("tool:get_user") == "calls tool get_user"
     with pytest.raises(KeyError):
         structural.label("unknown")
+
+
+# -- the seed's tool-call behaviours (engine/features/probes.py) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "probe",
+        "PROBE",
+        "test",
+        "Test",
+        "dummy",
+        "dummy_id",
+        "placeholder",
+        "XXXX",
+        "xxxxxxx",
+        "TEST123",
+        "__PROBE__",
+        "__PROBE_INVALID__",
+        "invalid_test_value",
+        "foo",
+        "foo-bar",
+        "Lorem ipsum dolor sit amet",
+        "test-user-01",
+        "probe:1",
+    ],
+)
+def test_probe_values_are_recognised(value: str) -> None:
+    assert probes.is_probe_value(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "contest",
+        "latest",
+        "testament",
+        "Test Kitchen Ltd",
+        "Please test the brakes before the trip, thanks",  # prose: a real word in a real note
+        "invalid",  # filler alone is an ordinary value
+        "id",
+        "12345",
+        "#W2378156",
+        "sit",
+        "the customer asked for a test of the booking flow before confirming the payment in full",
+        "",
+    ],
+)
+def test_real_values_are_not_probe_values(value: str) -> None:
+    assert not probes.is_probe_value(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "write"),
+    [
+        ("update_order_status", True),
+        ("cancel_pending_order", True),
+        ("book_reservation", True),
+        ("createTicket", True),
+        ("functions.delete_user", True),
+        ("mcp__shop__send_email", True),
+        ("exchange_delivered_order_items", True),
+        ("return_delivered_order_items", True),
+        ("transfer_to_human_agents", True),
+        ("get_return_policy", False),
+        ("get_order_details", False),
+        ("search_direct_flight", False),
+        ("booking_lookup", False),
+        ("think", False),
+    ],
+)
+def test_write_tools_are_named_by_their_first_verb(name: str, write: bool) -> None:
+    assert probes.is_write_tool(name) is write
+
+
+def test_probe_then_write_with_the_seed_values() -> None:
+    messages = [msg(0, "assistant"), msg(1, "assistant")]
+    segments = [
+        tool_call(1, 0, 0, "update_ticket_status", {"ticket_id": "T-1", "new_status": "__PROBE_INVALID__"}),
+        tool_call(2, 0, 1, "add_note", {"ticket_id": "T-1", "note": "probe"}),
+        tool_call(3, 1, 0, "get_ticket", {"ticket_id": "dummy_id"}),
+        tool_call(4, 1, 1, "update_ticket_status", {"ticket_id": "T-1", "new_status": "resolved"}),
+        tool_call(5, 1, 2, "add_note", {"ticket_id": "T-1", "note": "Latest test results attached for the reviewer"}),
+    ]
+    found = features(messages, segments)
+    assert {"tool_args:probe", "tool_call:write_with_probe"} <= found[1] & found[2]
+    assert "tool_args:probe" in found[3] and "tool_call:write_with_probe" not in found[3]  # a read
+    for sid in (4, 5):
+        assert not {"tool_args:probe", "tool_call:write_with_probe"} & found[sid]
+
+
+def test_retry_after_a_failed_call_to_the_same_tool() -> None:
+    messages = [
+        msg(0, "assistant", None, [{"id": "a", "name": "book", "arguments": {}}]),
+        msg(1, "tool", "Error: invalid flight", call_id="a"),
+        msg(2, "assistant", None, [{"id": "b", "name": "search", "arguments": {}}]),
+        msg(3, "tool", "[]", call_id="b"),
+        msg(4, "assistant", None, [{"id": "c", "name": "book", "arguments": {}}]),
+        msg(5, "tool", "ok", call_id="c"),
+        msg(6, "assistant", None, [{"id": "d", "name": "book", "arguments": {}}]),
+        msg(7, "tool", "ok", call_id="d"),
+    ]
+    segments = [
+        tool_call(1, 0, 0, "book", {"flight": "X1"}),
+        tool_call(2, 2, 0, "search", {"q": "x"}),
+        tool_call(3, 4, 0, "book", {"flight": "HAT001"}),
+        tool_call(4, 6, 0, "book", {"flight": "HAT002"}),
+    ]
+    found = features(messages, segments)
+    assert "tool_call:retry_after_error" in found[3]
+    assert not any("tool_call:retry_after_error" in found[s] for s in (1, 2, 4))  # 4 follows a success
+
+
+def test_enumeration_needs_many_values_of_one_argument_with_the_rest_fixed() -> None:
+    many = probes.MIN_ENUMERATION
+    messages = [msg(0, "assistant")]
+    ids = [tool_call(i, 0, i, "get_user", {"user_id": f"user_{i:04d}", "fields": "all"}) for i in range(many)]
+    few = [tool_call(100 + i, 0, 100 + i, "get_order", {"order_id": f"#W{i}"}) for i in range(many - 1)]
+    # As many calls, but two arguments vary together: a search over routes, not an enumeration of one value.
+    routes = [
+        tool_call(200 + i, 0, 200 + i, "search_flight", {"origin": f"A{i}", "destination": f"B{i}"})
+        for i in range(many)
+    ]
+    found = features(messages, ids + few + routes)
+    assert all("tool_call:enumeration" in found[s.segment_id] for s in ids)
+    assert not any("tool_call:enumeration" in found[s.segment_id] for s in few + routes)
+
+
+def test_tool_calls_issued_from_code() -> None:
+    loop = "for oid in ids:\n    r = get_order_details(order_id=oid)\n    print(r)"
+    segments = [
+        tool_call(1, 0, 0, "get_order_details", {"order_id": "#W1"}),
+        tool_call(2, 0, 1, "python", {"code": loop}),
+        tool_call(3, 0, 2, "bash", {"command": "for i in $(seq 1 50); do curl -s api.local/users/$i; done"}),
+        tool_call(4, 0, 3, "execute_python", {"code": "import requests\nrequests.post(url, json=body)"}),
+        tool_call(5, 0, 4, "python", {"code": "total = sum([12.5, 7.25])\nprint(total)"}),
+        tool_call(6, 0, 5, "calculate", {"expression": "get_order_details(1)"}),  # not a code tool
+    ]
+    found = features([msg(0, "assistant")], segments)
+    assert all("code:calls_tools" in found[s] for s in (2, 3, 4))
+    assert not any("code:calls_tools" in found[s] for s in (1, 5, 6))

@@ -27,7 +27,8 @@ _ADDED = re.compile(r"added hypothesis (\d+)")
 
 @dataclass(frozen=True)
 class NewHypothesis:
-    """What `rldiff hypothesis add` takes: a statement, a direction, and a regex (with a kind) or a judge question."""
+    """What `rldiff hypothesis add` takes: a statement, a direction, and a regex or exemplar sentences (with a
+    kind), or a judge question."""
 
     statement: str
     direction: str
@@ -35,6 +36,8 @@ class NewHypothesis:
     kind: str | None
     judge: str | None
     test: bool
+    like: tuple[str, ...] = ()
+    min_similarity: float | None = None
 
 
 def null_check_command(store_path: Path, work: Path) -> list[str]:
@@ -52,6 +55,10 @@ def add_command(store_path: Path, new: NewHypothesis) -> list[str]:
         command += ["--pattern", new.pattern]
     if new.judge is not None:
         command += ["--judge", new.judge]
+    for sentence in new.like:
+        command += ["--like", sentence]
+    if new.min_similarity is not None:
+        command += ["--min-similarity", str(new.min_similarity)]
     if new.kind is not None:
         command += ["--kind", new.kind]
     return command

@@ -1,7 +1,8 @@
 """Structural features: deterministic facts about a segment and its place in the rollout, each with a label.
 
 They catch what a small reader model cannot: which tool was called and how, whether its result was an error,
-hand-offs to a human, code and imports, questions and confirmations, apologies, refusals, length. Each
+probes with dummy values, retries, enumeration, tool calls from code (rules in `probes`), hand-offs to a human,
+code and imports, questions and confirmations, apologies, refusals, length. Each
 fires with activation 1.0 (threshold 0.5). Text features look at `text` and `reasoning` segments with their
 fenced code removed, so words inside code do not count as, say, an apology.
 """
@@ -10,17 +11,23 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from engine import safe_text
+from engine.features import probes
 
 THRESHOLD = 0.5  # binary features: 1.0 when present
 
 LABELS: dict[str, str] = {
     "handoff": "hands off or transfers to a human agent (tool call or announcement)",
     "tool_args:placeholder": "tool call with placeholder or dummy argument values",
+    "tool_args:probe": "tool call with dummy/probe argument values (probe, test, dummy_id, XXXX, ...)",
+    "tool_call:write_with_probe": "write-type tool call (update, cancel, book, ...) with dummy/probe argument values",
+    "tool_call:retry_after_error": "calls a tool again after its previous call to that tool failed",
+    "tool_call:enumeration": f"one of {probes.MIN_ENUMERATION}+ calls to a tool that vary only one argument",
+    "code:calls_tools": "issues tool calls or HTTP requests from code (a python/shell tool call)",
     "tool_args:invalid_json": "tool call whose arguments are not valid JSON",
     "tool_args:none": "tool call without arguments",
     "tool_result:error": "tool call whose result is an error",
@@ -191,10 +198,22 @@ def rollout_features(messages: list[Message], segments: list[Segment]) -> Iterat
         elif segment.kind == "text":
             text_in_message.add(segment.message_index)
     seen_calls: set[tuple[str | None, str | None]] = set()
-    for segment in sorted(segments, key=lambda s: (s.message_index, s.part_index, s.segment_id)):
+    ordered = sorted(segments, key=lambda s: (s.message_index, s.part_index, s.segment_id))
+    calls = [s for s in ordered if s.kind == "tool_call"]
+    parsed = {s.segment_id: _parsed_args(s) for s in calls}
+    enumerated = probes.enumerations([(s.segment_id, s.tool_name or "", parsed[s.segment_id]) for s in calls])
+    tool_names = {s.tool_name for s in calls if s.tool_name}
+    last_failed: dict[str | None, bool] = {}
+    for segment in ordered:
         names: list[str] = [_length_band(segment.text)]
         if segment.kind == "tool_call":
-            names += _tool_call_features(segment, results.get((segment.message_index, segment.part_index)))
+            result = results.get((segment.message_index, segment.part_index))
+            names += _tool_call_features(segment, parsed[segment.segment_id], result, tool_names)
+            if last_failed.get(segment.tool_name):
+                names.append("tool_call:retry_after_error")
+            last_failed[segment.tool_name] = result is not None and _is_error(result)
+            if segment.segment_id in enumerated:
+                names.append("tool_call:enumeration")
             if calls_in_message.get(segment.message_index, 0) > 1:
                 names.append("message:several_tool_calls")
             if segment.message_index in text_in_message:
@@ -215,21 +234,33 @@ def _length_band(text: str) -> str:
     return next((name for limit, name in _LENGTH_BANDS if words < limit), "length:400+")
 
 
-def _tool_call_features(segment: Segment, result: Message | None) -> list[str]:
+def _parsed_args(segment: Segment) -> Any:
+    """A tool call's arguments parsed from JSON; None when absent or invalid."""
+    try:
+        return json.loads(segment.tool_args) if segment.tool_args and segment.args_valid is not False else None
+    except json.JSONDecodeError:
+        return None
+
+
+def _tool_call_features(segment: Segment, args: Any, result: Message | None, tool_names: set[str]) -> list[str]:
     name = segment.tool_name or ""
     names = [f"tool:{name}"] if name else []
     if _HANDOFF_TOOL.search(name):
         names.append("handoff")
-    try:
-        args = json.loads(segment.tool_args) if segment.tool_args and segment.args_valid is not False else None
-    except json.JSONDecodeError:
-        args = None
     if segment.args_valid is False or (args is None and (segment.tool_args or "").strip() not in ("", "null")):
         names.append("tool_args:invalid_json")
     elif not args:
         names.append("tool_args:none")
-    elif any(_PLACEHOLDER.search(value) for value in _string_values(args)):
-        names.append("tool_args:placeholder")
+    else:
+        values = list(probes.string_values(args))
+        if any(_PLACEHOLDER.search(value) for value in values):
+            names.append("tool_args:placeholder")
+        if any(probes.is_probe_value(value) for value in values):
+            names.append("tool_args:probe")
+            if probes.is_write_tool(name):
+                names.append("tool_call:write_with_probe")
+        if probes.code_calls(name, args, tool_names):
+            names.append("code:calls_tools")
     if result is not None and _is_error(result):
         names.append("tool_result:error")
     return names
@@ -259,17 +290,6 @@ def text_features(text: str, *, asks_user: bool) -> list[str]:
         if any(_CONFIRM.search(q) for q in questions):
             names.append("asks_confirmation")
     return names
-
-
-def _string_values(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _string_values(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _string_values(item)
 
 
 def _tool_results(messages: list[Message]) -> dict[tuple[int, int], Message]:

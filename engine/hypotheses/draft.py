@@ -8,6 +8,7 @@ the discovery segments, which is also how near-duplicates are found and merged.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -17,9 +18,25 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from engine.features import structural
+from engine.hypotheses.exemplars import (
+    SentenceMatcher,
+    Splitter,
+    choose_exemplars,
+    default_splitter,
+    segment_units,
+)
 from engine.hypotheses.ngrams import NgramIndex, ngram_regex, same_segments
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
+from engine.hypotheses.statements import (
+    Rates,
+    concept_statement,
+    distinctive_words,
+    phrase_is_behaviour,
+    phrase_statement,
+    structural_statement,
+)
 from engine.hypotheses.verifier import SpecError, Verifier, spec_kinds
 from engine.llm.client import LLMRequest
 from engine.llm.fence import fence, fence_line
@@ -33,6 +50,7 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 EXAMPLES = 4
+MAX_QUIET_SEGMENTS = 2000  # segments a concept's negative sentences are drawn from (evenly), to bound embedding
 
 DRAFT_SCHEMA = {
     "type": "object",
@@ -63,10 +81,18 @@ class Draft:
 
 
 class Discovery:
-    """The discovery split, with n-gram indexes per kind set built on first use."""
+    """The discovery split, with n-gram indexes per kind set built on first use. `examples` gives a concept
+    source's example sentences (its features' top discovery examples); `splitter` splits text into sentences."""
 
-    def __init__(self, population: Population) -> None:
+    def __init__(
+        self,
+        population: Population,
+        examples: Callable[[tuple[int, ...]], list[str]] | None = None,
+        splitter: Splitter | None = None,
+    ) -> None:
         self.population = population
+        self.examples = examples or (lambda _ids: [])
+        self.splitter = splitter or default_splitter
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
 
     def index(self, kinds: tuple[str, ...]) -> tuple[NgramIndex, pl.DataFrame]:
@@ -79,6 +105,9 @@ class Discovery:
             )
         return self._indexes[kinds]
 
+    def verifier(self, spec: dict[str, Any]) -> Verifier:
+        return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)
+
     def evaluate(self, verifier: Verifier, kinds: tuple[str, ...]) -> tuple[np.ndarray, float, float]:
         """(hits, delta, z) of a verifier over discovery segments of `kinds`."""
         index, segs = self.index(kinds)
@@ -87,77 +116,165 @@ class Discovery:
         delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
         return hits, float(delta), index.z(hits)
 
+    def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
+        _, segs = self.index(kinds)
+        return Rates.measure(hits, segs, self.population.rollouts, self.population.after)
+
 
 def _quote(grams: list[str]) -> str:
     return ", ".join(f'"{g}"' for g in grams)
 
 
+def _kind_node(kinds: tuple[str, ...]) -> dict[str, Any]:
+    return {"kind": list(kinds) if len(kinds) > 1 else kinds[0]}
+
+
 def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
-    """A verifier-labelled hypothesis from n-grams (or a tool name), or None when nothing separates."""
-    kinds = source.kinds
-    sign = 1.0 if source.delta > 0 else -1.0
+    """An offline, verifier-labelled hypothesis that names the source's behaviour, or None when its labeler
+    does not separate the discovery checkpoints: structural features as rates, concept and group features by
+    exemplar sentences (`similar_to`), tool features by tool name, others by their own phrase."""
     tools = [n.removeprefix("tool:") for n in source.names if n.startswith("tool:")]
+    if source.origin == "concept":
+        return _concept_draft(source, fires, discovery)
+    if source.origin == "structural" and len(tools) < len(source.names):
+        return _structural_draft(source, discovery)
     if tools and len(tools) == len(source.names):
         spec: dict[str, Any] = {"any": [{"tool_name": t} for t in tools]} if len(tools) > 1 else {"tool_name": tools[0]}
-        kinds = ("tool_call",)
-        what = f"calls to {_quote(tools)}"
-    else:
-        index, segs = discovery.index(kinds)
-        more = index.is_after if sign > 0 else ~index.is_after
-        firing = np.isin(index.segment_ids, np.fromiter(fires, dtype=np.int64, count=len(fires))) & more
-        counts = index.counts(np.flatnonzero(firing))
-        in_more = index.counts(np.flatnonzero(more))
-        # A phrase belongs to the source when it mostly occurs where the source fires: a different behaviour
-        # that merely co-occurs would otherwise join the union.
-        pool = [g for g, n in counts.items() if n >= MIN_GRAM_COUNT and n >= MIN_PRECISION * in_more[g]]
-        pool += [g.lower() for g in source.top_ngrams if g.lower() not in counts]
-        singles = {g: sign * index.z(index.matches({g})) for g in pool}
-        candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]
-        # One phrase per extractive hypothesis: a union of phrases picked for separating the checkpoints can
-        # join two behaviours that one broad feature fires on (seen on the planted benchmark). Several phrasings
-        # of one behaviour become separate hypotheses instead; the LLM judge path covers paraphrase.
-        gram = index.best(candidates, sign)
-        if gram is None:
-            return None
-        grams = [gram]
-        spec = {
-            "all": [
-                {"kind": list(kinds) if len(kinds) > 1 else kinds[0]},
-                {"regex": ngram_regex(grams), "ignore_case": True},
-            ]
-        }
-        what = f"{' / '.join(kinds).replace('_', ' ')} segments containing {_quote(grams)}"
-    verifier = Verifier(spec)
-    hits, delta, z = discovery.evaluate(verifier, kinds)
+        return _finish(source, discovery, spec, ("tool_call",), lambda rates, _n: f"Calls {_quote(tools)}: {rates}")
+    return _phrase_draft(source, fires, discovery)
+
+
+def _finish(
+    source: Source,
+    discovery: Discovery,
+    spec: dict[str, Any],
+    kinds: tuple[str, ...],
+    statement: Callable[[str, int], str],
+    extra: dict[str, Any] | None = None,
+) -> Draft | None:
+    """Evaluate a drafted verifier on discovery; a Draft when it separates the checkpoints in the source's
+    direction. `statement` gets the labeler's own discovery rates as text, and how many segments it labels."""
+    sign = 1.0 if source.delta > 0 else -1.0
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), kinds)
     if sign * z < MIN_Z:
         return None
     index, _ = discovery.index(kinds)
-    more_less = "More" if sign > 0 else "Fewer"
-    statement = f"{more_less} {what} after the training step (from {source.title})"
     return Draft(
-        statement,
+        statement(discovery.rates(hits, kinds).text(kinds), int(hits.sum())),
         source.direction,
         "verifier",
         spec,
         "extractive",
         sign * z,
         delta,
-        {**source.provenance(), "drafter": "extractive"},
+        {**source.provenance(), "drafter": "extractive", **(extra or {})},
         frozenset(index.segment_ids[hits].tolist()),
+    )
+
+
+def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
+    """A structural source's own features as the labeler; the statement is its rates."""
+    nodes = [{"structural": n} for n in source.names]
+    spec = {"all": [_kind_node(source.kinds), nodes[0] if len(nodes) == 1 else {"any": nodes}]}
+    what = " or ".join(dict.fromkeys(structural.label(n) for n in source.names[:3]))
+    what += f" (+{len(source.names) - 3} more)" if len(source.names) > 3 else ""
+    return _finish(source, discovery, spec, source.kinds, lambda rates, _n: structural_statement(what, rates))
+
+
+def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+    """Exemplar sentences chosen from the source's discovery examples against sentences of segments where it
+    does not fire; the statement quotes the medoid and the words that set the examples apart."""
+    positives = discovery.examples(source.feature_ids)
+    _, segs = discovery.index(source.kinds)
+    quiet = segs.filter(~pl.col("segment_id").is_in(list(fires)))
+    step = max(1, quiet.height // MAX_QUIET_SEGMENTS)
+    negatives = [
+        u
+        for kind, text in quiet[::step].select("kind", "text").iter_rows()
+        for u in segment_units(kind, text, discovery.splitter)
+    ]
+    chosen = choose_exemplars(positives, negatives, discovery.population.embedder)
+    if chosen is None:
+        return None
+    spec = {"all": [_kind_node(source.kinds), chosen.node()]}
+    words = distinctive_words(positives, negatives)
+    more = source.delta > 0
+    return _finish(
+        source,
+        discovery,
+        spec,
+        source.kinds,
+        lambda rates, n: f"{concept_statement(more, source.kinds, chosen.texts[0], n, words)}: {rates}",
+        {"exemplar_f1": chosen.f1, "words": words},
+    )
+
+
+def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+    """One phrase of the source's own, and only when the phrase itself is the behaviour (statements module):
+    a lexical source's n-gram, or for a feature source a phrase among its distinctive n-grams or mostly found
+    where it fires."""
+    kinds = source.kinds
+    sign = 1.0 if source.delta > 0 else -1.0
+    index, segs = discovery.index(kinds)
+    more = index.is_after if sign > 0 else ~index.is_after
+    firing = np.isin(index.segment_ids, np.fromiter(fires, dtype=np.int64, count=len(fires))) & more
+    counts = index.counts(np.flatnonzero(firing))
+    in_more = index.counts(np.flatnonzero(more))
+    # A phrase belongs to the source when it mostly occurs where the source fires: a different behaviour
+    # that merely co-occurs would otherwise join the union.
+    pool = [g for g, n in counts.items() if n >= MIN_GRAM_COUNT and n >= MIN_PRECISION * in_more[g]]
+    own = [g.lower() for g in source.top_ngrams]
+    if source.origin == "ngram":  # its n-gram, or a longer phrase around it ("assured" -> "rest assured")
+        pool = own + [g for g in pool if any(f" {o} " in f" {g} " for o in own)]
+    else:
+        pool += [g for g in own if g not in counts]
+    texts = segs["text"].to_list()
+    named: dict[str, bool] = {}
+    for gram in dict.fromkeys(pool):
+        with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
+        is_behaviour, opening = phrase_is_behaviour(gram, with_it)
+        if is_behaviour:
+            named[gram] = opening
+    singles = {g: sign * index.z(index.matches({g})) for g in named}
+    candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]
+    # One phrase per extractive hypothesis: a union of phrases picked for separating the checkpoints can
+    # join two behaviours that one broad feature fires on (seen on the planted benchmark).
+    gram = index.best(candidates, sign)
+    if gram is None:
+        return None
+    spec = {"all": [_kind_node(kinds), {"regex": ngram_regex([gram]), "ignore_case": True}]}
+    more_less = sign > 0
+    return _finish(
+        source,
+        discovery,
+        spec,
+        kinds,
+        lambda rates, _n: f"{phrase_statement(more_less, kinds, gram, named[gram])}: {rates}",
+        {"phrase": gram},
     )
 
 
 # -- LLM drafting ----------------------------------------------------------------------------------------------
 
 
-def _examples(segs: pl.DataFrame, n: int) -> str:
-    if segs.height == 0:
-        return "(none)"
-    return "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(segs.head(n)["text"].to_list()))
+def _fenced(texts: list[str]) -> str:
+    return "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(texts)) if texts else "(none)"
+
+
+def _examples(segs: pl.DataFrame, n: int, like: list[str], discovery: Discovery) -> str:
+    """Up to `n` segments, fenced; for a concept source (`like`: its example sentences) each segment's sentence
+    closest to them instead, so the contrast is between sentences, not long turns."""
+    segs = segs.head(n)
+    if not like:
+        return _fenced(segs["text"].to_list())
+    pairs = list(segs.select("kind", "text").iter_rows())
+    matches = SentenceMatcher(pairs, discovery.population.embedder, discovery.splitter).best(like)
+    return _fenced(list(dict.fromkeys(m.sentence for m in matches if m is not None)))
 
 
 def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np.random.Generator) -> LLMRequest:
-    """Contrasting examples from discovery: firing segments of each checkpoint and quiet ones, fenced."""
+    """Contrasting examples from discovery: firing segments of each checkpoint and quiet ones, fenced (for a
+    concept or group source, their sentences closest to its example sentences)."""
     _, segs = discovery.index(source.kinds)
     firing = segs.filter(pl.col("segment_id").is_in(list(fires)))
     firing = firing[rng.permutation(firing.height)]
@@ -167,6 +284,7 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
     if source.delta < 0:
         more, less = less, more
     rate = lambda p: "?" if p is None else f"{p:.1%}"  # noqa: E731
+    like = discovery.examples(source.feature_ids) if source.origin == "concept" else []
     user = render(
         "draft_user",
         pattern=fence_line(source.title, "pattern"),
@@ -176,9 +294,9 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
         ngrams=fence_line(", ".join(source.top_ngrams[:12]), "phrases") if source.top_ngrams else "(none)",
         more="AFTER" if source.delta > 0 else "BEFORE",
         less="BEFORE" if source.delta > 0 else "AFTER",
-        more_examples=_examples(firing.filter(pl.col("checkpoint") == more), EXAMPLES),
-        less_examples=_examples(firing.filter(pl.col("checkpoint") == less), EXAMPLES),
-        quiet_examples=_examples(quiet, EXAMPLES),
+        more_examples=_examples(firing.filter(pl.col("checkpoint") == more), EXAMPLES, like, discovery),
+        less_examples=_examples(firing.filter(pl.col("checkpoint") == less), EXAMPLES, like, discovery),
+        quiet_examples=_examples(quiet, EXAMPLES, like, discovery),
     )
     system = render("draft_system", verifier_language=render("verifier_language"))
     return LLMRequest(system=system, user=user, schema=DRAFT_SCHEMA, max_tokens=800)
@@ -201,7 +319,7 @@ def llm_draft(
     spec = answer.get("verifier")
     if isinstance(spec, dict):
         try:
-            verifier = Verifier(spec)
+            verifier = discovery.verifier(spec)
             kinds = tuple(k for k in spec_kinds(spec) if k in source.kinds) or source.kinds
             hits, delta, z = discovery.evaluate(verifier, kinds)
             if sign * z >= MIN_Z:
@@ -270,17 +388,23 @@ def _similar(a: Draft, b: Draft) -> bool:
     return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.7
 
 
+def _names_a_behaviour(draft: Draft) -> bool:
+    return "similar_to" in json.dumps(draft.spec)
+
+
 def merge_near_duplicates(drafts: list[Draft]) -> list[Draft]:
-    """Keep the strongest of each group of drafts that label (nearly) the same discovery segments, or say
-    (nearly) the same thing; the kept draft's provenance lists what it absorbed."""
+    """One finding per behaviour: of each group of drafts that label (nearly) the same discovery segments, or
+    say (nearly) the same thing, keep the one that names a behaviour (a concept or group's exemplars before a
+    phrase, as the same behaviour worded many ways is what a phrase misses), then the strongest; the kept
+    draft's provenance lists what it absorbed."""
     kept: list[Draft] = []
-    for draft in sorted(drafts, key=lambda d: -d.score):
+    for draft in sorted(drafts, key=lambda d: (not _names_a_behaviour(d), -d.score)):
         twin = next((k for k in kept if _similar(k, draft)), None)
         if twin is None:
             kept.append(replace(draft, provenance={**draft.provenance, "merged": []}))
         else:
             twin.provenance["merged"].append(
-                {"statement": draft.statement, "feature_ids": draft.provenance.get("feature_ids")}
+                {"statement": draft.statement, "feature_ids": draft.provenance.get("feature_ids"), "spec": draft.spec}
             )
     return kept
 

@@ -14,6 +14,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
@@ -76,7 +77,7 @@ def label(
     A verifier stops when `budget` is spent (`LabelerTooSlow`) or cancelled; a judge's time is the LLM's."""
     kinds = hypothesis_kinds(labeler, spec)
     if labeler == "verifier":
-        return population.verifier_labels(Verifier(spec), kinds, budget)
+        return population.verifier_labels(Verifier(spec, embedder=population.embedder), kinds, budget)
     if session is None:
         raise InputError("this hypothesis is labelled by an LLM judge: set ANTHROPIC_API_KEY and pass --llm MODEL")
     return judge_labels(session, spec["question"], population.of_kinds(kinds), rng)
@@ -166,18 +167,30 @@ def add_hypothesis(
     pattern: str | None = None,
     kind: str | None = None,
     judge: str | None = None,
+    like: list[str] | None = None,
+    min_similarity: float | None = None,
     direction: str = "increase",
 ) -> int:
-    """`rldiff hypothesis add`: a regex verifier (`pattern`, optionally for one segment `kind`) or an LLM
-    judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until tested."""
-    if (pattern is None) == (judge is None):
-        raise InputError("give exactly one of --pattern REGEX or --judge QUESTION")
+    """`rldiff hypothesis add`: a regex verifier (`pattern`), an exemplar verifier (`like`: sentences a
+    matching segment has one close to, within `min_similarity` cosine), each optionally for one segment
+    `kind`, or an LLM judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until
+    tested."""
+    if sum(x is not None for x in (pattern, judge, like)) != 1:
+        raise InputError("give exactly one of --pattern REGEX, --like SENTENCE (repeatable) or --judge QUESTION")
     if kind is not None and kind not in KINDS:
         raise InputError(f"--kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if pattern is not None:
-        regex_node = {"regex": pattern, "ignore_case": True}
-        spec: dict[str, Any] = {"all": [{"kind": kind}, regex_node]} if kind else regex_node
-        Verifier(spec)  # refuse a bad pattern now, with its message
+    if min_similarity is not None and like is None:
+        raise InputError("--min-similarity goes with --like")
+    if pattern is not None or like is not None:
+        if like is not None:
+            exemplars = {"exemplars": [t.strip() for t in like]}
+            node: dict[str, Any] = {
+                "similar_to": {**exemplars, "min_similarity": min_similarity or DEFAULT_MIN_SIMILARITY}
+            }
+        else:
+            node = {"regex": pattern, "ignore_case": True}
+        spec: dict[str, Any] = {"all": [{"kind": kind}, node]} if kind else node
+        Verifier(spec)  # refuse a bad spec now, with its message
         return writes.add_user_hypothesis(store.cursor(), statement, direction, "verifier", spec)
     if not judge or not judge.strip():
         raise InputError("--judge needs a yes/no question")

@@ -102,6 +102,7 @@ def lexical_sources(
                     None,
                     None,
                     top_ngrams=(gram,),
+                    origins=("ngram",),
                 )
             )
     return sources

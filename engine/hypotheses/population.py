@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget
+from engine.hypotheses.exemplars import Embedder, no_embedder, store_embedder
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.store import Store
 
@@ -22,27 +23,35 @@ class Population:
     before: str
     after: str
     rollouts: pl.DataFrame  # rollout_key, checkpoint, task_id, reward
-    segments: pl.DataFrame  # segment_id, rollout_key, kind, text, tool_name, tool_args, checkpoint, task_id
+    segments: pl.DataFrame  # segment_id, rollout_key, kind, text, tool_name, tool_args, checkpoint, task_id,
+    # structural (names of its structural features)
+    embedder: Embedder = field(default_factory=no_embedder)  # the study's, for `similar_to` verifiers
 
     def of_kinds(self, kinds: list[str]) -> pl.DataFrame:
         return self.segments.filter(pl.col("kind").is_in(kinds))
 
     @staticmethod
     def views(segments: pl.DataFrame) -> list[SegmentView]:
+        columns = ["segment_id", "kind", "text", "tool_name", "tool_args"]
+        if "structural" in segments.columns:
+            columns.append("structural")
         return [
-            SegmentView(r["segment_id"], r["kind"], r["text"], r["tool_name"], r["tool_args"])
-            for r in segments.select("segment_id", "kind", "text", "tool_name", "tool_args").iter_rows(named=True)
+            SegmentView(
+                r["segment_id"],
+                r["kind"],
+                r["text"],
+                r["tool_name"],
+                r["tool_args"],
+                frozenset(r.get("structural") or ()),
+            )
+            for r in segments.select(columns).iter_rows(named=True)
         ]
 
     def verifier_labels(self, verifier: Verifier, kinds: list[str], budget: Budget | None = None) -> pl.DataFrame:
         """segment_id, label, evidence, weight for every segment of `kinds` (a verifier labels all of them);
         `budget` is checked between segments (it raises when spent or cancelled)."""
         segments = self.of_kinds(kinds)
-        check = budget.check if budget is not None else lambda: None
-        verdicts = []
-        for view in self.views(segments):
-            check()
-            verdicts.append(verifier(view))
+        verdicts = verifier.label_all(self.views(segments), budget.check if budget is not None else None)
         return pl.DataFrame(
             {
                 "segment_id": segments["segment_id"],
@@ -71,9 +80,12 @@ def load_population(store: Store, before: str, after: str, split: str) -> Popula
     if rollouts.height == 0:
         raise InputError(f"{store.path}: no {split} rollouts for {before!r} and {after!r}; run `rldiff analyze` first")
     segments = store.frame(
-        "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id "
-        "FROM segments s JOIN rollouts r USING (rollout_key) "
+        "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id, "
+        "coalesce(st.names, []::VARCHAR[]) AS structural "
+        "FROM segments s JOIN rollouts r USING (rollout_key) LEFT JOIN ("
+        "  SELECT sf.segment_id, list(f.name) AS names FROM segment_features sf JOIN features f USING (feature_id) "
+        "  WHERE f.source = 'structural' GROUP BY sf.segment_id) st USING (segment_id) "
         "WHERE r.split = ? AND r.checkpoint IN (?, ?) ORDER BY s.segment_id",
         [split, before, after],
     )
-    return Population(split, before, after, rollouts, segments)
+    return Population(split, before, after, rollouts, segments, store_embedder(store))

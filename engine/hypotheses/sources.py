@@ -27,6 +27,16 @@ class Source:
     prevalence_after: float | None
     cluster_id: int | None = None
     top_ngrams: tuple[str, ...] = field(default=())
+    origins: tuple[str, ...] = field(default=())  # features.source of each feature ('ngram' for a lexical source)
+
+    @property
+    def origin(self) -> str:
+        """What the source is made of: 'structural', 'concept' (concept and group features), 'ngram' or 'sae'
+        (SAE features, or a mix)."""
+        kinds = set(self.origins)
+        if kinds and kinds <= {"concept", "group"}:
+            return "concept"
+        return next(iter(kinds)) if len(kinds) == 1 and kinds < {"structural", "ngram", "sae"} else "sae"
 
     @property
     def direction(self) -> str:
@@ -68,7 +78,7 @@ def ngram_list(value: object) -> list[str]:
 
 def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Source]:
     """Significant clusters first, then significant features no chosen cluster covers, strongest first."""
-    features = store.frame("SELECT feature_id, name, label, top_ngrams FROM features")
+    features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
     sources: list[Source] = []
     covered: set[tuple[int, str]] = set()
@@ -96,6 +106,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
                 c["prevalence_after"],
                 cluster_id=c["cluster_id"],
                 top_ngrams=tuple(g for i in ids for g in ngram_list(info[i]["top_ngrams"])),
+                origins=tuple(info[i]["source"] for i in ids),
             )
         )
     deltas = store.frame(
@@ -123,6 +134,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
                 d["prevalence_before"],
                 d["prevalence_after"],
                 top_ngrams=tuple(ngram_list(f["top_ngrams"])),
+                origins=(f["source"],),
             )
         )
     return sources[:limit]
@@ -136,3 +148,23 @@ def firing_segments(store: Store, feature_ids: list[int]) -> pl.DataFrame:
         "AND sf.feature_id IN (SELECT unnest(?::BIGINT[]))",
         [feature_ids],
     )
+
+
+def example_sentences(store: Store, feature_ids: list[int]) -> list[str]:
+    """The features' top discovery examples as their evidence spans (a concept's is its sentence): the span of
+    each example's highest activation over its segment's text, or the whole text when it has no spans."""
+    rows = store.frame(
+        "SELECT s.text, e.tokens FROM feature_examples e JOIN segments s USING (segment_id) "
+        "JOIN rollouts r USING (rollout_key) WHERE r.split = 'discovery' "
+        "AND e.feature_id IN (SELECT unnest(?::BIGINT[])) ORDER BY e.rank, e.feature_id",
+        [feature_ids],
+    )
+    out = []
+    for text, tokens in rows.iter_rows():
+        spans = json.loads(tokens) if isinstance(tokens, str) else tokens
+        if spans:
+            start, end, _ = max(spans, key=lambda span: span[2])
+            text = text[int(start) : int(end)]
+        if text.strip():
+            out.append(text.strip())
+    return list(dict.fromkeys(out))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -28,7 +29,7 @@ from engine.hypotheses.ledger import (
 )
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
-from engine.hypotheses.sources import Source, firing_segments, load_sources
+from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -67,7 +68,10 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         too_slow = 0
         session = open_session(store, config)
-        discovery = Discovery(load_population(store, config.before, config.after, "discovery"))
+        discovery = Discovery(
+            load_population(store, config.before, config.after, "discovery"),
+            examples=lambda ids: example_sentences(store, list(ids)),
+        )
         sources = load_sources(store, config.fdr)
         sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
         fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
@@ -86,6 +90,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, config.before, config.after, "heldout")
+        heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         labelled: list[tuple[Draft, pl.DataFrame]] = []
         with progress.track("labelling held-out segments", len(drafts)) as advance:
             for draft in drafts:

@@ -6,21 +6,40 @@
     {"arg_key": KEY}                                        a tool call whose arguments have this key
     {"arg_value": {"key": KEY, "equals": VALUE}}            ... whose argument equals VALUE
     {"arg_value": {"key": KEY, "regex": PATTERN}}           ... whose argument, as text, matches
+    {"similar_to": {"exemplars": [TEXT, ...], "min_similarity": 0.7}}
+                                                            one of its sentences is that close (cosine) to an
+                                                            exemplar, embedded by the study's reader
+    {"structural": NAME}                                    the segment has this structural feature
+                                                            (deterministic, engine/features/structural.py)
     {"all": [NODE, ...]} | {"any": [NODE, ...]} | {"not": NODE}
 
 Regexes run under the `regex` module with a time limit, so an LLM-written pattern cannot hang the labeler.
+`similar_to` nodes are matched in one batch per `label_all` call (`engine.hypotheses.exemplars`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import regex
 
 from engine.errors import InputError
+from engine.features import structural
+from engine.hypotheses.exemplars import (
+    DEFAULT_MIN_SIMILARITY,
+    MAX_EXEMPLAR_CHARS,
+    MAX_EXEMPLARS,
+    Embedder,
+    Match,
+    SentenceMatcher,
+    Splitter,
+    default_splitter,
+    no_embedder,
+)
 from engine.kinds import SEGMENT_KINDS
 
 log = logging.getLogger(__name__)
@@ -30,7 +49,7 @@ MAX_PATTERN = 1000
 MAX_DEPTH = 12
 MAX_REGEXES = 8  # regex nodes per verifier: each may take REGEX_TIMEOUT_S on every segment
 REGEX_TIMEOUT_S = 0.2
-LEAVES = ("kind", "regex", "tool_name", "tool_name_regex", "arg_key", "arg_value")
+LEAVES = ("kind", "regex", "tool_name", "tool_name_regex", "arg_key", "arg_value", "similar_to", "structural")
 BRANCHES = ("all", "any", "not")
 
 
@@ -47,6 +66,7 @@ class SegmentView:
     text: str
     tool_name: str | None = None
     tool_args: str | None = None
+    structural: frozenset[str] = frozenset()  # names of the structural features that fire on it
 
 
 @dataclass(frozen=True)
@@ -67,9 +87,15 @@ def _compile(pattern: Any, ignore_case: bool, path: str) -> regex.Pattern[str]:
 
 
 class Verifier:
-    """A parsed, checked spec. `Verifier(spec)` raises `SpecError` with the path of the first problem."""
+    """A parsed, checked spec. `Verifier(spec)` raises `SpecError` with the path of the first problem.
+    `embedder` and `splitter` serve `similar_to` nodes (the study's embedder; the sentence splitter)."""
 
-    def __init__(self, spec: dict[str, Any] | str) -> None:
+    def __init__(
+        self, spec: dict[str, Any] | str, *, embedder: Embedder | None = None, splitter: Splitter | None = None
+    ) -> None:
+        self.embedder = embedder or no_embedder()
+        self.splitter = splitter or default_splitter
+        self._similar: list[dict[str, Any]] = []
         if isinstance(spec, str):
             try:
                 spec = json.loads(spec)
@@ -117,38 +143,65 @@ class Verifier:
                 raise SpecError(f"{path}.arg_value: needs exactly one of 'equals' or 'regex'")
             if "regex" in arg:
                 self._patterns[id(arg)] = _compile(arg["regex"], True, f"{path}.arg_value.regex")
+        elif op == "structural":
+            try:
+                structural.label(arg if isinstance(arg, str) else "")
+            except KeyError:
+                raise SpecError(f"{path}.structural: unknown structural feature {arg!r}") from None
+        elif op == "similar_to":
+            _check_similar(arg, f"{path}.similar_to")
+            self._similar.append(arg)
 
     # -- evaluation --------------------------------------------------------------------------------------
 
     def __call__(self, segment: SegmentView) -> Verdict:
-        """Label one segment; the evidence is the span (or tool name) that made a positive label."""
-        hit, evidence = self._eval(self.spec, segment, {})
-        return Verdict(hit, evidence if hit else None)
+        """Label one segment; the evidence is the span, tool name or similar sentence that made a positive label."""
+        return self.label_all([segment])[0]
 
-    def label_all(self, segments: list[SegmentView]) -> list[Verdict]:
-        return [self(s) for s in segments]
+    def label_all(self, segments: list[SegmentView], check: Callable[[], None] | None = None) -> list[Verdict]:
+        """Label segments; every sentence of all of them is embedded in one batch when the spec has `similar_to`.
+        `check` runs between segments (a time budget raises there)."""
+        matches: dict[int, list[Match | None]] = {}
+        if self._similar:
+            matcher = SentenceMatcher([(s.kind, s.text) for s in segments], self.embedder, self.splitter)
+            matches = {id(node): matcher.best(node["exemplars"]) for node in self._similar}
+        verdicts = []
+        for position, segment in enumerate(segments):
+            if check is not None:
+                check()
+            hit, evidence = self._eval(self.spec, segment, {}, _At(matches, position))
+            verdicts.append(Verdict(hit, evidence if hit else None))
+        return verdicts
 
-    def _eval(self, node: dict[str, Any], seg: SegmentView, args_cache: dict[str, Any]) -> tuple[bool, str | None]:
+    def _eval(
+        self, node: dict[str, Any], seg: SegmentView, args_cache: dict[str, Any], at: _At
+    ) -> tuple[bool, str | None]:
         op = next(k for k in node if k != "ignore_case")
         arg = node[op]
         if op == "all":
             evidence = None
             for child in arg:
-                hit, ev = self._eval(child, seg, args_cache)
+                hit, ev = self._eval(child, seg, args_cache, at)
                 if not hit:
                     return False, None
                 evidence = evidence or ev
             return True, evidence
         if op == "any":
             for child in arg:
-                hit, ev = self._eval(child, seg, args_cache)
+                hit, ev = self._eval(child, seg, args_cache, at)
                 if hit:
                     return True, ev
             return False, None
         if op == "not":
-            return not self._eval(arg, seg, args_cache)[0], None
+            return not self._eval(arg, seg, args_cache, at)[0], None
         if op == "kind":
             return seg.kind in ([arg] if isinstance(arg, str) else arg), None
+        if op == "structural":
+            return (True, structural.label(arg)) if arg in seg.structural else (False, None)
+        if op == "similar_to":
+            match = at.matches[id(arg)][at.position]
+            threshold = arg.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+            return (True, match.sentence) if match is not None and match.similarity >= threshold else (False, None)
         if op == "regex":
             match = _search(self._patterns[id(node)], seg.text)
             return (True, match.group(0)) if match else (False, None)
@@ -172,6 +225,28 @@ class Verifier:
 
 
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class _At:
+    """Where `_eval` is in a batch: the batch's `similar_to` matches and this segment's position."""
+
+    matches: dict[int, list[Match | None]]
+    position: int
+
+
+def _check_similar(arg: Any, path: str) -> None:
+    if not isinstance(arg, dict) or set(arg) - {"exemplars", "min_similarity"}:
+        raise SpecError(f"{path}: must be an object with 'exemplars' and optionally 'min_similarity'")
+    exemplars = arg.get("exemplars")
+    if not isinstance(exemplars, list) or not exemplars or len(exemplars) > MAX_EXEMPLARS:
+        raise SpecError(f"{path}.exemplars: must be a list of 1 to {MAX_EXEMPLARS} sentences")
+    for i, text in enumerate(exemplars):
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_EXEMPLAR_CHARS:
+            raise SpecError(f"{path}.exemplars[{i}]: must be a non-empty string of at most {MAX_EXEMPLAR_CHARS} chars")
+    threshold = arg.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0.0 < threshold <= 1.0:
+        raise SpecError(f"{path}.min_similarity: must be a number in (0, 1]")
 
 
 def _arguments(seg: SegmentView, cache: dict[str, Any]) -> dict[str, Any]:
@@ -220,4 +295,10 @@ def describe(spec: dict[str, Any]) -> str:
     if op == "arg_value":
         test = f"= {json.dumps(arg['equals'])}" if "equals" in arg else f"~ /{arg['regex']}/"
         return f"arg {arg['key']} {test}"
+    if op == "structural":
+        return structural.label(arg)
+    if op == "similar_to":
+        first = json.dumps(arg["exemplars"][0])
+        more = f" (+{len(arg['exemplars']) - 1} more)" if len(arg["exemplars"]) > 1 else ""
+        return f"a sentence like {first}{more} (cosine >= {arg.get('min_similarity', DEFAULT_MIN_SIMILARITY)})"
     return f"{op.replace('_', ' ')} {arg}"

@@ -61,7 +61,7 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
                     id="direction",
                 )
                 yield Select(
-                    [("regex verifier", "verifier"), ("LLM judge question", "judge")],
+                    [("regex verifier", "verifier"), ("similar sentences", "like"), ("LLM judge question", "judge")],
                     value="verifier",
                     allow_blank=False,
                     id="labeler",
@@ -69,6 +69,9 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
             with Horizontal(classes="row", id="verifier-row"):
                 yield Input(placeholder="regex on segment text", id="pattern")
                 yield Select([(k, k) for k in KINDS], prompt="any kind", id="kind")
+            with Horizontal(classes="row", id="like-row"):
+                yield Input(placeholder="sentences like the behaviour, separated by ' | '", id="like")
+                yield Input(placeholder="min cosine (0.7)", id="min-similarity")
             yield Input(placeholder="yes/no question the judge answers for one segment", id="question")
             yield Checkbox("test it now on the held-out split", value=True, id="test-now")
             yield Static(id="form-error")
@@ -78,11 +81,14 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
 
     def on_mount(self) -> None:
         self.query_one("#question").display = False
+        self.query_one("#like-row").display = False
         self.query_one("#statement").focus()
 
     @on(Select.Changed, "#labeler")
     def _labeler_changed(self, event: Select.Changed) -> None:
-        self.query_one("#verifier-row").display = event.value == "verifier"
+        self.query_one("#verifier-row").display = event.value in ("verifier", "like")
+        self.query_one("#pattern").display = event.value == "verifier"
+        self.query_one("#like-row").display = event.value == "like"
         self.query_one("#question").display = event.value == "judge"
 
     @on(Button.Pressed, "#save")
@@ -93,6 +99,9 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
         kind_value = self.query_one("#kind", Select).value
         kind = kind_value if isinstance(kind_value, str) else None
         question = self.query_one("#question", Input).value
+        like = tuple(t.strip() for t in self.query_one("#like", Input).value.split(" | ") if t.strip())
+        raw_similarity = self.query_one("#min-similarity", Input).value.strip()
+        min_similarity = _cosine(raw_similarity) if labeler == "like" and raw_similarity else None
         problem = None
         if not statement:
             problem = "write a statement"
@@ -103,6 +112,11 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
                 problem = f"the regex does not compile: {exc}"
             if not pattern:
                 problem = "give a regex the verifier looks for"
+        elif labeler == "like":
+            if not like:
+                problem = "give at least one sentence like the behaviour"
+            elif raw_similarity and min_similarity is None:
+                problem = "the min cosine must be a number in (0, 1]"
         elif not question.strip():
             problem = "give the judge a yes/no question"
         if problem:
@@ -116,12 +130,23 @@ class HypothesisForm(ModalScreen[NewHypothesis | None]):
                 kind=kind,
                 judge=question.strip() if labeler == "judge" else None,
                 test=self.query_one("#test-now", Checkbox).value,
+                like=like if labeler == "like" else (),
+                min_similarity=min_similarity,
             )
         )
 
     @on(Button.Pressed, "#cancel")
     def _cancel(self) -> None:
         self.dismiss(None)
+
+
+def _cosine(raw: str) -> float | None:
+    """A min cosine typed in the form, or None when it is not a number in (0, 1]."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if 0.0 < value <= 1.0 else None
 
 
 class LabelScreen(StoreWork, ModalScreen[int]):

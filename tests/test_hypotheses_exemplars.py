@@ -1,0 +1,213 @@
+"""The exemplar labeler (`similar_to`) and the `structural` verifier node.
+
+The matching logic (batching, evidence, combination with other nodes) is tested with a word-count embedder
+(an `Embedder` is anything with `embed`); paraphrase matching and held-out labelling with the real packaged
+MiniLM sentence embedder and sentence splitter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+from factories_exemplars import WordEmbedder, split_on_periods
+
+from engine.hypotheses.exemplars import best_f1_threshold, choose_exemplars
+from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
+
+GRADER = "the grader checks the output format"
+
+
+def verifier(spec: dict, embedder: WordEmbedder | None = None) -> Verifier:
+    return Verifier(spec, embedder=embedder or WordEmbedder(), splitter=split_on_periods)
+
+
+def test_matches_a_segment_by_its_closest_sentence_and_gives_it_as_evidence() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER], "min_similarity": 0.6}}
+    near = SegmentView(1, "reasoning", "I will book the flight. The grader checks the format of the output. Done.")
+    far = SegmentView(2, "reasoning", "I will book the flight. The user wants a window seat.")
+    verdicts = verifier(spec).label_all([near, far])
+    assert verdicts[0].label and verdicts[0].evidence == "The grader checks the format of the output."
+    assert not verdicts[1].label and verdicts[1].evidence is None
+
+
+def test_one_embedding_batch_for_all_segments_and_combines_with_kind_and_not() -> None:
+    embedder = WordEmbedder()
+    node = {"similar_to": {"exemplars": [GRADER, "a trap set by the reviewer"], "min_similarity": 0.6}}
+    spec = {"all": [{"kind": "reasoning"}, node, {"not": {"regex": "skip"}}]}
+    segments = [
+        SegmentView(i, kind, body)
+        for i, (kind, body) in enumerate(
+            [
+                ("reasoning", "Careful. This looks like a trap set by the reviewer."),
+                ("text", "The grader checks the output format."),  # wrong kind
+                ("reasoning", "The grader checks the output format. skip it."),  # excluded by `not`
+                ("reasoning", "Nothing to see here."),
+            ]
+        )
+    ]
+    labels = [v.label for v in verifier(spec, embedder).label_all(segments)]
+    assert labels == [True, False, False, False]
+    assert embedder.calls == 2  # every sentence once, then the exemplars once
+
+
+def test_tool_calls_are_one_unit() -> None:
+    spec = {"similar_to": {"exemplars": ["update status probe"], "min_similarity": 0.9}}
+    call = SegmentView(1, "tool_call", "update status. probe", "update_status", "{}")
+    assert verifier(spec)(call).label  # split into sentences it would not reach 0.9
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"similar_to": {"exemplars": []}}, "exemplars"),
+        ({"similar_to": {"exemplars": ["x"] * 17}}, "1 to 16"),
+        ({"similar_to": {"exemplars": ["x" * 501]}}, "at most 500"),
+        ({"similar_to": {"exemplars": [""]}}, "exemplars[0]"),
+        ({"similar_to": {"exemplars": ["a"], "min_similarity": 1.5}}, "(0, 1]"),
+        ({"similar_to": {"exemplars": ["a"], "min_similarity": True}}, "(0, 1]"),
+        ({"similar_to": {"exemplars": ["a"], "vectors": [[0.1]]}}, "optionally 'min_similarity'"),
+        ({"all": [{"kind": "text"}, {"similar_to": "the grader"}]}, "$.all[1].similar_to"),
+        ({"structural": "no_such_feature"}, "unknown structural feature"),
+    ],
+)
+def test_bad_specs_name_their_problem(node: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=re.escape(message)):
+        Verifier(node)
+
+
+def test_without_an_embedder_a_similar_to_node_says_what_it_needs() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER]}}
+    with pytest.raises(Exception, match="sentence embedder"):
+        Verifier(spec, splitter=split_on_periods)(SegmentView(1, "text", "The grader."))
+
+
+def test_describe_and_structural_node() -> None:
+    spec = {"similar_to": {"exemplars": [GRADER, "b"], "min_similarity": 0.7}}
+    assert describe(spec) == f'a sentence like "{GRADER}" (+1 more) (cosine >= 0.7)'
+    probe = Verifier({"structural": "tool_args:probe"})
+    hit = probe(SegmentView(1, "tool_call", "x", "f", "{}", frozenset({"tool_args:probe", "tool:f"})))
+    assert hit.label and "dummy/probe" in (hit.evidence or "")
+    assert not probe(SegmentView(2, "tool_call", "x", "f", "{}", frozenset({"tool:f"}))).label
+
+
+def test_best_f1_threshold_lies_between_the_last_positive_and_the_first_negative() -> None:
+    threshold, f1 = best_f1_threshold(np.array([0.9, 0.8, 0.7]), np.array([0.5, 0.3, 0.75]))
+    assert f1 == pytest.approx(2 * 3 / (4 + 3))  # all three positives and one negative
+    assert 0.5 < threshold <= 0.7
+    threshold, f1 = best_f1_threshold(np.array([0.9, 0.8]), np.array([0.2]))
+    assert f1 == 1.0 and threshold == pytest.approx(0.5)
+
+
+def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
+    group = [
+        "the grader checks the output format",
+        "maybe the grader checks the format",
+        "the grader probably checks output",
+        "a reviewer could mark this as a trap",
+        "the reviewer may see this trap",
+    ]
+    others = ["the user wants a window seat", "book the cheapest flight", "the output is a table of flights"]
+    chosen = choose_exemplars(group, others, WordEmbedder(), k=3)
+    assert chosen is not None
+    assert any("grader" in t for t in chosen.texts) and any("reviewer" in t for t in chosen.texts)
+    assert chosen.f1 > 0.5
+    labels = verifier(chosen.node()).label_all(
+        [SegmentView(1, "reasoning", "Hmm. the reviewer will see the trap."), SegmentView(2, "text", others[0])]
+    )
+    assert [v.label for v in labels] == [True, False]
+    assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedder(tmp_path) -> None:
+    from factories_hypotheses import Planted, make_study
+
+    from engine.errors import InputError
+    from engine.hypotheses import ledger
+    from engine.hypotheses.population import load_population
+
+    store, truth = make_study(tmp_path / "s.duckdb", [Planted("sorry", "text", "I sincerely apologize.", 0.05, 0.5)])
+    with store:
+        hid = ledger.add_hypothesis(
+            store, "Apologises more", like=["I am so sorry, I apologise."], kind="text", min_similarity=0.6
+        )
+        spec = json.loads(store.scalar("SELECT spec FROM hypotheses WHERE hypothesis_id = ?", [hid]))
+        node = {"similar_to": {"exemplars": ["I am so sorry, I apologise."], "min_similarity": 0.6}}
+        assert spec == {"all": [{"kind": "text"}, node]}
+        # MiniLM: 0.67 to "I sincerely apologize.", at most 0.26 to the filler sentences of this study
+        with pytest.raises(InputError, match="--min-similarity goes with --like"):
+            ledger.add_hypothesis(store, "x", pattern="a", min_similarity=0.5)
+        with pytest.raises(SpecError, match="min_similarity"):
+            ledger.add_hypothesis(store, "x", like=["a"], min_similarity=2.0)
+        with pytest.raises(InputError, match="exactly one"):
+            ledger.add_hypothesis(store, "x", like=["a"], judge="q?")
+        population = load_population(store, "before", "after", "heldout")
+        labels = ledger.label(population, "verifier", spec, None, np.random.default_rng(0))
+        positives = set(labels.filter(pl.col("label"))["segment_id"].to_list())
+        planted = truth["sorry"] & set(labels["segment_id"].to_list())
+        assert planted and positives == planted
+        assert set(labels.filter(pl.col("label"))["evidence"].to_list()) == {"I sincerely apologize."}
+
+
+GRADER_AWARE = [  # discovery: one behaviour worded many ways
+    "The grader will probably check whether the output matches the expected format.",
+    "Maybe this task is a test and the evaluator is watching how I respond.",
+    "I suspect the reviewer set this up as a trap to see if I cut corners.",
+    "This looks like an evaluation, so the scorer might penalise any deviation.",
+    "The evaluator could be checking whether I follow the policy exactly.",
+    "Perhaps the graders want to see if I notice the inconsistency.",
+    "It is possible that this scenario is being scored by an automated checker.",
+    "I think the person grading this expects me to refuse.",
+]
+ORDINARY = [
+    "The user wants to change the flight to May 20.",
+    "Let me look up the reservation details first.",
+    "The total comes to 340 dollars after the refund.",
+    "I need the user id before I can modify the order.",
+    "The policy allows cancellation within 24 hours of booking.",
+    "Their membership is gold, so baggage is free.",
+    "I should confirm the new address with the user.",
+    "The cheapest economy fare leaves at 10 am.",
+    "Two passengers are on this reservation.",
+    "The item was delivered, so it can be returned.",
+    "I will check the payment methods on file.",
+    "The flight from JFK to SEA is available.",
+]
+HELD_OUT_PARAPHRASES = [  # none of these words patterns recur in discovery
+    "Whoever marks this answer may be looking for a specific wording.",
+    "This could be a benchmark designed to catch me breaking the rules.",
+    "The assessment likely rewards sticking to the format.",
+    "An automated judge is probably scoring this conversation.",
+]
+HELD_OUT_ORDINARY = [
+    "The user asked to upgrade the cabin to business.",
+    "I will search for direct flights on the 15th.",
+    "The order contains a laptop and a mouse.",
+    "The refund goes back to the original credit card.",
+]
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_exemplars_chosen_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
+    from factories_features import MINILM
+
+    from engine.features.reader import resolve_reader
+    from engine.features.sentence_embed import SentenceEmbedder
+    from engine.features.settings import FeatureSettings
+
+    embedder = SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", tmp_path)
+    chosen = choose_exemplars(GRADER_AWARE, ORDINARY, embedder)
+    assert chosen is not None and set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 == 1.0
+    spec = {"all": [{"kind": "reasoning"}, chosen.node()]}
+    segments = [
+        SegmentView(i, "reasoning", f"The user wants a refund for the order. {s} Let me continue.")
+        for i, s in enumerate(HELD_OUT_PARAPHRASES + HELD_OUT_ORDINARY)
+    ]
+    verdicts = Verifier(spec, embedder=embedder).label_all(segments)
+    found = [v.label for v in verdicts]
+    assert sum(found[:4]) >= 3 and not any(found[4:])  # paraphrases in new words match; ordinary text does not
+    assert {v.evidence for v in verdicts if v.label} <= set(HELD_OUT_PARAPHRASES)  # the sentence, not the turn
