@@ -134,64 +134,62 @@ def run_suites(
     progress = progress or NullProgress()
     work = Path(work_dir)
     pair_paths = (Path(pair[0]), Path(pair[1]))
-    results: list[SuiteResult] = []
-    varieties: dict[int, list[Variety]] = {}
-    ablation_note = ""
-    for seed in seeds:
+    ablation = ablation_config(base)
+    note = f"{_ABLATION_FIELD}=False" if ablation else f"not run: AnalyzeConfig has no {_ABLATION_FIELD}"
+    report = SuitesReport([], {}, note)
+    shared = work / "shared"
+    for seed in seeds if fixed else ():
         config = replace(base, seed=seed)
-        ablation = ablation_config(config)
-        ablation_note = f"{_ABLATION_FIELD}=False" if ablation else f"not run: AnalyzeConfig has no {_ABLATION_FIELD}"
-        if fixed:
-            start = time.perf_counter()
-            bench = run_planted_benchmark(work / f"fixed-{seed}", config, pair, progress, analyze, work / "shared")
-            names = [b.name for b in BEHAVIOURS]
-            seconds = time.perf_counter() - start
-            results.append(
-                SuiteResult(
-                    "fixed",
-                    seed,
-                    names,
-                    {RLDIFF: bench.planted, BASELINE: bench.planted_baseline},
-                    bench.planted_counts,
-                    seconds,
-                )
-            )
-            results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
-        studies: list[tuple[str, tuple[Behaviour, ...]]] = [
-            *((("paraphrased", PARAPHRASED), ("unmodified, reasoning", ())) if paraphrased else ()),
-            *((f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in (sweep if seed == seeds[0] else ())),
-        ]
-        for suite, behaviours in studies:
-            start = time.perf_counter()
-            folder = work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
-            planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
-            if suite == "paraphrased":
-                varieties[seed] = variety(planted, seed)
-            scores = _scored(
-                folder,
-                work / "shared",
-                (planted.before, planted.after),
-                planted.truth,
-                behaviours,
-                config,
-                ablation if suite in ("paraphrased", "unmodified, reasoning") else None,
-                analyze,
-                progress,
-            )
-            results.append(
-                SuiteResult(
-                    suite,
-                    seed,
-                    [b.name for b in behaviours],
-                    scores,
-                    _counts(planted.truth, behaviours),
-                    time.perf_counter() - start,
-                )
-            )
-            log.info("suite %s seed %d done in %.0f s", suite, seed, results[-1].seconds)
-    report = SuitesReport(results, varieties, ablation_note)
-    (work / "suites.json").write_text(json.dumps(asdict(report), indent=1, default=str))
+        start = time.perf_counter()
+        bench = run_planted_benchmark(work / f"fixed-{seed}", config, pair, progress, analyze, shared)
+        names = [b.name for b in BEHAVIOURS]
+        scores = {RLDIFF: bench.planted, BASELINE: bench.planted_baseline}
+        report.results.append(
+            SuiteResult("fixed", seed, names, scores, bench.planted_counts, time.perf_counter() - start)
+        )
+        report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
+        _save(report, work)
+    # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures.
+    studies: list[tuple[int, str, tuple[Behaviour, ...]]] = [
+        *(
+            (seed, suite, b)
+            for seed in seeds
+            for suite, b in (("paraphrased", PARAPHRASED), ("unmodified, reasoning", ()))
+        ),
+        *((seeds[0], f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in sweep),
+    ]
+    for seed, suite, behaviours in studies if paraphrased else ():
+        config = replace(base, seed=seed)
+        start = time.perf_counter()
+        folder = work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
+        planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
+        if suite == "paraphrased":
+            report.variety[seed] = variety(planted, seed)
+        with_ablation = replace(ablation, seed=seed) if ablation and not suite.startswith("sweep") else None
+        scores = _scored(
+            folder,
+            shared,
+            (planted.before, planted.after),
+            planted.truth,
+            behaviours,
+            config,
+            with_ablation,
+            analyze,
+            progress,
+        )
+        counts = _counts(planted.truth, behaviours)
+        report.results.append(
+            SuiteResult(suite, seed, [b.name for b in behaviours], scores, counts, time.perf_counter() - start)
+        )
+        log.info("suite %s seed %d done in %.0f s", suite, seed, report.results[-1].seconds)
+        _save(report, work)
     return report
+
+
+def _save(report: SuitesReport, work: Path) -> None:
+    """The report so far, as JSON and Markdown, after every suite (a long run interrupted keeps its figures)."""
+    (work / "suites.json").write_text(json.dumps(asdict(report), indent=1, default=str))
+    (work / "report.md").write_text("\n".join(report_lines(report)) + "\n")
 
 
 # -- the report -----------------------------------------------------------------------------------------------
