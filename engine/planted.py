@@ -179,6 +179,7 @@ class Score:
     false_discoveries: int = 0  # validated, best F1 with every behaviour < F1_RELATED
     partial: int = 0  # validated, related to a behaviour (F1 in [F1_RELATED, F1_RECOVERED)) but not a match
     best: dict[str, str] = field(default_factory=dict)  # behaviour -> label of its best candidate (right direction)
+    unrelated: list[str] = field(default_factory=list)  # labels of the false discoveries
 
     @property
     def n_recovered(self) -> int:
@@ -225,6 +226,7 @@ def score(
                 result.recall[b.name], result.best[b.name] = f1, c.label
         if best < F1_RELATED:
             result.false_discoveries += 1
+            result.unrelated.append(c.label)
         elif best < F1_RECOVERED:
             result.partial += 1
     result.recovered = {name: f1 >= F1_RECOVERED for name, f1 in result.recall.items()}

@@ -264,7 +264,7 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         for method, sc in r.scores.items():
             yield f"| {r.suite} | {r.seed} | {method} | {_summary(sc, len(r.behaviours))} |"
     yield ""
-    yield "Held-out F1 of the best validated finding in the right direction (planted segments in brackets):"
+    yield "Held-out F1 of the best validated finding in the right direction (planted: segments in all splits):"
     yield ""
     yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " |"
     yield "|---|---:|---|---:|" + "---:|" * len(_methods(report))
@@ -274,6 +274,11 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
             yield f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | " + " | ".join(f1) + " |"
     yield ""
     yield f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all."
+    yield ""
+    yield "Unrelated validated rldiff findings:"
+    for r in report.results:
+        for label in r.scores[RLDIFF].unrelated if RLDIFF in r.scores else ():
+            yield f"- {r.suite}, seed {r.seed}: {label[:160]}"
     yield ""
     yield "Targets (rldiff):"
     yield from _targets(report.results)

@@ -80,6 +80,7 @@ def test_scoring_counts_matches_directions_and_false_discoveries() -> None:
     assert result.recovered["certainly"] and not result.recovered["email_summary"]
     assert result.recall["certainly"] == pytest.approx(6 / 7)
     assert result.validated == 4 and result.false_discoveries == 1 and result.partial == 1
+    assert result.unrelated == ["noise"] and result.best["certainly"] == "good"
 
 
 def test_naive_baseline_finds_planted_phrases(planted_store) -> None:
