@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 F1_RECOVERED = 0.5
 F1_RELATED = 0.2
+# An unrelated finding (F1 < F1_RELATED with every behaviour) is a fragment of one when at least this share of
+# its held-out positives are that behaviour's planted segments: a narrow phrase of a paraphrased behaviour.
+FRAGMENT_PRECISION = 0.5
 _SAMPLES = Path(__file__).resolve().parents[1] / "sample_data" / "tau-bench-gpt4o"
 SAMPLE_PAIR = (_SAMPLES / "trials01.jsonl.gz", _SAMPLES / "trials23.jsonl.gz")
 
@@ -180,6 +183,7 @@ class Score:
     partial: int = 0  # validated, related to a behaviour (F1 in [F1_RELATED, F1_RECOVERED)) but not a match
     best: dict[str, str] = field(default_factory=dict)  # behaviour -> label of its best candidate (right direction)
     unrelated: list[str] = field(default_factory=list)  # labels of the false discoveries
+    fragments: int = 0  # false discoveries whose positives lie mostly in one behaviour's planted segments
 
     @property
     def n_recovered(self) -> int:
@@ -217,15 +221,17 @@ def score(
     for b in behaviours:
         result.recall[b.name] = 0.0
     for c in candidates:
-        best = 0.0
+        best, precision = 0.0, 0.0
         for b in behaviours:
             truth = planted.get(b.name, set())
             f1 = 2 * len(c.positives & truth) / (len(c.positives) + len(truth)) if truth or c.positives else 0.0
             best = max(best, f1)
+            precision = max(precision, len(c.positives & truth) / max(len(c.positives), 1))
             if c.direction == b.direction and f1 > result.recall[b.name]:
                 result.recall[b.name], result.best[b.name] = f1, c.label
         if best < F1_RELATED:
             result.false_discoveries += 1
+            result.fragments += precision >= FRAGMENT_PRECISION
             result.unrelated.append(c.label)
         elif best < F1_RECOVERED:
             result.partial += 1

@@ -22,8 +22,10 @@ from engine.planted import (
     BEHAVIOURS,
     F1_RECOVERED,
     F1_RELATED,
+    FRAGMENT_PRECISION,
     SAMPLE_PAIR,
     Behaviour,
+    PlantedSegment,
     Score,
     analysed_study,
     naive_baseline,
@@ -35,12 +37,14 @@ from engine.planted import (
 from engine.planted_paraphrase import (
     PARAPHRASED,
     SWEEP_RATES,
+    Planted,
     Variety,
     plant_paraphrased,
     reasoning_behaviours,
     variety,
 )
 from engine.progress import NullProgress, Progress
+from engine.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,7 @@ RLDIFF, BASELINE, ABLATION = "rldiff", "naive n-gram baseline", "rldiff, no conc
 PROBE_STATEMENT = "dummy/probe argument values"
 # The configuration switch that turns concept and group sources off (issue 11, branch `concepts`).
 _ABLATION_FIELD = "sentence_features"
+_TRUTH_FIELDS = ("checkpoint", "rollout_id", "message_index", "part_index", "kind", "behaviour")
 
 
 @dataclass
@@ -89,18 +94,68 @@ def _scored(
     progress: Progress,
 ) -> dict[str, Score]:
     """Analyse one pair (and its ablation) in `work` and score rldiff and the baseline against the truth."""
-    scores: dict[str, Score] = {}
     with analysed_study(work, "study", *files, config, analyze, progress, shared) as store:
-        planted = planted_segment_ids(store, truth)
-        scores[RLDIFF] = score(RLDIFF, pipeline_candidates(store), planted, behaviours)
-        found = naive_baseline(store, "before", "after", fdr=config.fdr)
-        scores[BASELINE] = score(BASELINE, found, planted, behaviours)
+        scores = _store_scores(store, truth, behaviours, config.fdr)
     if ablation is not None:
         with analysed_study(work, "ablation", *files, ablation, analyze, progress, shared) as store:
-            scores[ABLATION] = score(
-                ABLATION, pipeline_candidates(store), planted_segment_ids(store, truth), behaviours
-            )
+            scores[ABLATION] = _store_scores(store, truth, behaviours, None)[RLDIFF]
     return scores
+
+
+def _store_scores(store: Store, truth: list, behaviours: tuple[Behaviour, ...], fdr: float | None) -> dict[str, Score]:
+    """rldiff's validated findings in an analysed store, scored; and the baseline's on it unless `fdr` is None."""
+    planted = planted_segment_ids(store, truth)
+    scores = {RLDIFF: score(RLDIFF, pipeline_candidates(store), planted, behaviours)}
+    if fdr is not None:
+        scores[BASELINE] = score(BASELINE, naive_baseline(store, "before", "after", fdr=fdr), planted, behaviours)
+    return scores
+
+
+def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
+    """Score the stores of an earlier `run_suites` in `work_dir` again (after a change to the scoring), without
+    analysing anything; the variety comes from the saved ground truth."""
+    work = Path(work_dir)
+    saved = json.loads((work / "suites.json").read_text())
+    report = SuitesReport([], {}, saved["ablation"])
+    for row in saved["results"]:
+        suite, seed = row["suite"], row["seed"]
+        behaviours = _suite_behaviours(suite)
+        if suite in ("fixed", "unmodified"):
+            stores = {RLDIFF: work / f"fixed-{seed}" / ("planted" if suite == "fixed" else "null")}
+            truth_file = work / f"fixed-{seed}" / "planted" / "ground_truth.json"
+        else:
+            folder = _folder(work, suite, seed)
+            stores = {RLDIFF: folder / "study", ABLATION: folder / "ablation"}
+            truth_file = folder / "files" / "ground_truth.json"
+        rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
+        truth = [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in rows]
+        scores: dict[str, Score] = {}
+        for method, path in stores.items():
+            if path.with_suffix(".duckdb").is_file():
+                with Store(path.with_suffix(".duckdb")) as store:
+                    found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
+                scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
+        if suite == "paraphrased":
+            texts = [r["planted"] for r in rows]
+            report.variety[seed] = variety(Planted(Path(), Path(), truth, texts), seed)
+        counts = _counts(truth, behaviours)
+        report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"]))
+    _save(report, work)
+    return report
+
+
+def _suite_behaviours(suite: str) -> tuple[Behaviour, ...]:
+    if suite == "fixed":
+        return BEHAVIOURS
+    if suite == "paraphrased":
+        return PARAPHRASED
+    if suite.startswith("sweep"):
+        return reasoning_behaviours(float(suite.split()[1].rstrip("%")) / 100)
+    return ()
+
+
+def _folder(work: Path, suite: str, seed: int) -> Path:
+    return work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
 
 
 def _counts(truth: list, behaviours: tuple[Behaviour, ...]) -> dict[str, int]:
@@ -161,7 +216,7 @@ def run_suites(
     for seed, suite, behaviours in studies if paraphrased else ():
         config = replace(base, seed=seed)
         start = time.perf_counter()
-        folder = work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
+        folder = _folder(work, suite, seed)
         planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
         if suite == "paraphrased":
             report.variety[seed] = variety(planted, seed)
@@ -198,7 +253,7 @@ def _save(report: SuitesReport, work: Path) -> None:
 def _summary(r: Score, n: int) -> str:
     matched = r.validated - r.false_discoveries - r.partial
     recovered = f"{r.n_recovered}/{n}" if n else "-"
-    return f"{recovered} | {r.validated} | {matched} | {r.partial} | {r.false_discoveries}"
+    return f"{recovered} | {r.validated} | {matched} | {r.partial} | {r.false_discoveries} | {r.fragments}"
 
 
 def _targets(results: list[SuiteResult]) -> Iterator[str]:
@@ -258,8 +313,11 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         yield ""
     yield f"Ablation (concept/group sources off): {report.ablation}."
     yield ""
-    yield "| suite | seed | method | recovered | validated | match a behaviour | partly related | unrelated |"
-    yield "|---|---:|---|---:|---:|---:|---:|---:|"
+    yield (
+        "| suite | seed | method | recovered | validated | match a behaviour | partly related | unrelated "
+        "| of which fragments |"
+    )
+    yield "|---|---:|---|---:|---:|---:|---:|---:|---:|"
     for r in report.results:
         for method, sc in r.scores.items():
             yield f"| {r.suite} | {r.seed} | {method} | {_summary(sc, len(r.behaviours))} |"
@@ -273,7 +331,11 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
             f1 = [f"{r.scores[m].recall[name]:.2f}" if m in r.scores else "-" for m in _methods(report)]
             yield f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | " + " | ".join(f1) + " |"
     yield ""
-    yield f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all."
+    yield (
+        f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all; "
+        f"fragments: unrelated, but >= {FRAGMENT_PRECISION:.0%} of the finding's held-out positives are one "
+        "behaviour's planted segments."
+    )
     yield ""
     yield "Unrelated validated rldiff findings:"
     for r in report.results:
