@@ -1,6 +1,7 @@
 """Planted-behaviour benchmark: recall per planted behaviour and false discoveries, rldiff vs a naive baseline.
 
     .venv/bin/python bench/planted.py [--work DIR] [--seed N] [--quick] [--suite all|fixed|paraphrased]
+    .venv/bin/python bench/planted.py --rescore --work DIR   # score an earlier run's stores again
 
 Plants known behaviours into one half of the gpt-4o same-model pair (sample_data/tau-bench-gpt4o): the
 fixed-phrase suite, the paraphrased suite (behaviours written a different way each time inside generated
@@ -19,7 +20,7 @@ import time
 from pathlib import Path
 
 from engine.config import AnalyzeConfig
-from engine.planted_suites import report_lines, run_suites
+from engine.planted_suites import report_lines, rescore, run_suites
 from engine.progress import RichBar
 
 
@@ -31,18 +32,18 @@ def main() -> None:
     parser.add_argument("--suite", choices=("all", "fixed", "paraphrased"), default="all")
     parser.add_argument("--llm", default=None, help="draft and judge with this model (default: offline)")
     parser.add_argument("--permutations", type=int, default=2000)
+    parser.add_argument("--rescore", action="store_true", help="score the stores of an earlier run in --work again")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     config = AnalyzeConfig(seed=args.seed, llm=args.llm, permutations=args.permutations)
     work = args.work or Path(tempfile.mkdtemp(prefix="rldiff-planted-"))
     start = time.perf_counter()
-    report = run_suites(
-        work,
-        config,
-        suite=args.suite,
-        quick=args.quick,
-        progress=RichBar(),
-    )
+    if args.rescore:
+        if args.work is None:
+            parser.error("--rescore needs --work, the folder of an earlier run")
+        report = rescore(args.work)
+    else:
+        report = run_suites(work, config, suite=args.suite, quick=args.quick, progress=RichBar())
     for line in report_lines(report):
         print(line)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")

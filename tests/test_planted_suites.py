@@ -3,6 +3,7 @@ full pipeline is what `rldiff bench-planted` measures, minutes a study), the bas
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from engine.config import AnalyzeConfig
 from engine.pipeline import analyze
 from engine.planted import SAMPLE_PAIR, read_records, write_records
-from engine.planted_suites import BASELINE, RLDIFF, ablation_config, report_lines, run_suites
+from engine.planted_suites import BASELINE, RLDIFF, ablation_config, report_lines, rescore, run_suites
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +43,9 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
     assert any("nothing validated on the unmodified pairs: **holds**" in x for x in lines)
     assert any(x.startswith("| paraphrased | 0 | rldiff | 0/6 | 0 |") for x in lines)
     assert (work / "suites.json").is_file()
+    again = rescore(work)  # the stores scored again, nothing analysed: the same figures
+    assert [asdict(r) for r in again.results] == [asdict(r) for r in report.results]
+    assert again.variety == report.variety
 
 
 def test_ablation_runs_only_where_the_switch_exists() -> None:
