@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -379,27 +379,3 @@ def run_planted_benchmark(
     result = BenchResult(pipeline, baseline, null, null_baseline, counts, seconds)
     (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
     return result
-
-
-def result_lines(result: BenchResult) -> Iterator[str]:
-    """The benchmark as a Markdown table and summary lines."""
-    yield "| behaviour | kind | direction | rate | planted | rldiff F1 | baseline F1 |"
-    yield "|---|---|---|---|---|---|---|"
-    for b in BEHAVIOURS:
-        yield (
-            f"| {b.name} ({b.description}) | {b.kind} | {b.direction} | {b.rate:.0%} | "
-            f"{result.planted_counts.get(b.name, 0)} | {result.planted.recall[b.name]:.2f} | "
-            f"{result.planted_baseline.recall[b.name]:.2f} |"
-        )
-    for what, pair in (
-        ("planted pair", (("rldiff", result.planted), ("baseline", result.planted_baseline))),
-        ("unmodified pair", (("rldiff", result.null), ("baseline", result.null_baseline))),
-    ):
-        yield ""
-        for method, r in pair:
-            matched = r.validated - r.false_discoveries - r.partial
-            yield (
-                f"- {what}, {method}: recovered {r.n_recovered}/{len(BEHAVIOURS)}; validated {r.validated}: "
-                f"{matched} match a planted behaviour (F1 >= {F1_RECOVERED}), {r.partial} partly "
-                f"(F1 >= {F1_RELATED}), {r.false_discoveries} not at all"
-            )
