@@ -383,7 +383,8 @@ def cmd_hypothesis_calibrate(args: argparse.Namespace) -> int:
 def cmd_bench_planted(args: argparse.Namespace) -> int:
     import tempfile
 
-    from engine.planted import SAMPLE_PAIR, result_lines, run_planted_benchmark
+    from engine.planted import SAMPLE_PAIR
+    from engine.planted_suites import report_lines, run_suites
     from engine.progress import for_terminal
 
     if (args.before_file is None) != (args.after_file is None):
@@ -391,8 +392,10 @@ def cmd_bench_planted(args: argparse.Namespace) -> int:
     pair = (args.before_file, args.after_file) if args.before_file else SAMPLE_PAIR
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rldiff-planted-"))
     err.print(f"planting into {pair[1]} and {pair[0]}; stores and planted files in {work}", markup=False)
-    result = run_planted_benchmark(work, _analyze_config(args), pair, for_terminal(err))
-    for line in result_lines(result):
+    report = run_suites(
+        work, _analyze_config(args), suite=args.suite, quick=args.quick, pair=pair, progress=for_terminal(err)
+    )
+    for line in report_lines(report):
         out.print(safe_text.clean(line), markup=False, highlight=False)
     return 0
 
@@ -577,6 +580,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("before_file", nargs="?", help="rollouts of one model (default: the gpt-4o sample pair)")
     p.add_argument("after_file", nargs="?", help="more rollouts of the same model, on the same tasks")
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
+    p.add_argument(
+        "--suite",
+        choices=("all", "fixed", "paraphrased"),
+        default="all",
+        help="fixed phrases, paraphrased behaviours (with the rate sweep), or both (default), on seeds --seed and +1",
+    )
+    p.add_argument("--quick", action="store_true", help="one seed (--seed), paraphrased suite and its null only")
     _analyze_options(p, checkpoints=False)
 
     p = command(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 F1_RECOVERED = 0.5
 F1_RELATED = 0.2
+# An unrelated finding (F1 < F1_RELATED with every behaviour) is a fragment of one when at least this share of
+# its held-out positives are that behaviour's planted segments: a narrow phrase of a paraphrased behaviour.
+FRAGMENT_PRECISION = 0.5
 _SAMPLES = Path(__file__).resolve().parents[1] / "sample_data" / "tau-bench-gpt4o"
 SAMPLE_PAIR = (_SAMPLES / "trials01.jsonl.gz", _SAMPLES / "trials23.jsonl.gz")
 
@@ -73,13 +76,13 @@ class PlantedSegment:
     behaviour: str
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _write(path: Path, records: list[dict[str, Any]]) -> None:
+def write_records(path: Path, records: list[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
@@ -144,7 +147,7 @@ def plant(
     truth: list[PlantedSegment] = []
     paths = []
     for checkpoint, path, direction in (("before", before_path, "decrease"), ("after", after_path, "increase")):
-        records = _read(Path(path))
+        records = read_records(Path(path))
         chosen = [b for b in behaviours if b.direction == direction]
         for record in records:
             marks = _plant_rollout(record, chosen, rng)
@@ -152,7 +155,7 @@ def plant(
                 index = next(i for i, m in enumerate(record["messages"]) if m is message)
                 truth.append(PlantedSegment(checkpoint, record["rollout_id"], index, part, kind, name))
         target = out_dir / f"{checkpoint}.jsonl"
-        _write(target, records)
+        write_records(target, records)
         paths.append(target)
     (out_dir / "ground_truth.json").write_text(json.dumps([asdict(t) for t in truth], indent=1))
     return paths[0], paths[1], truth
@@ -178,6 +181,9 @@ class Score:
     validated: int = 0
     false_discoveries: int = 0  # validated, best F1 with every behaviour < F1_RELATED
     partial: int = 0  # validated, related to a behaviour (F1 in [F1_RELATED, F1_RECOVERED)) but not a match
+    best: dict[str, str] = field(default_factory=dict)  # behaviour -> label of its best candidate (right direction)
+    unrelated: list[str] = field(default_factory=list)  # labels of the false discoveries
+    fragments: int = 0  # false discoveries whose positives lie mostly in one behaviour's planted segments
 
     @property
     def n_recovered(self) -> int:
@@ -188,7 +194,9 @@ def planted_segment_ids(store: Store, truth: list[PlantedSegment]) -> dict[str, 
     """Held-out segment ids of each planted behaviour."""
     if not truth:
         return {}
-    frame = pl.DataFrame([asdict(t) for t in truth])
+    frame = pl.DataFrame([asdict(t) for t in truth]).select(
+        "checkpoint", "rollout_id", "message_index", "part_index", "kind", "behaviour"
+    )
     con = store.cursor()
     con.register("planted_truth", frame.to_arrow())
     rows = con.execute(
@@ -213,15 +221,18 @@ def score(
     for b in behaviours:
         result.recall[b.name] = 0.0
     for c in candidates:
-        best = 0.0
+        best, precision = 0.0, 0.0
         for b in behaviours:
             truth = planted.get(b.name, set())
             f1 = 2 * len(c.positives & truth) / (len(c.positives) + len(truth)) if truth or c.positives else 0.0
             best = max(best, f1)
-            if c.direction == b.direction:
-                result.recall[b.name] = max(result.recall[b.name], f1)
+            precision = max(precision, len(c.positives & truth) / max(len(c.positives), 1))
+            if c.direction == b.direction and f1 > result.recall[b.name]:
+                result.recall[b.name], result.best[b.name] = f1, c.label
         if best < F1_RELATED:
             result.false_discoveries += 1
+            result.fragments += precision >= FRAGMENT_PRECISION
+            result.unrelated.append(c.label)
         elif best < F1_RECOVERED:
             result.partial += 1
     result.recovered = {name: f1 >= F1_RECOVERED for name, f1 in result.recall.items()}
@@ -297,7 +308,7 @@ class BenchResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _study(
+def analysed_study(
     work: Path,
     name: str,
     before: Path,
@@ -305,11 +316,22 @@ def _study(
     config: AnalyzeConfig,
     analyze: Callable[..., Any],
     progress: Progress,
+    shared: Path | None = None,
 ) -> Store:
+    """Ingest a pair into a fresh store and analyse it. With `shared`, the store's activation cache and trained
+    SAEs are that folder's, so the studies of one benchmark read each distinct text once."""
+    from engine.features.cache import side_dir
     from engine.ingest import ingest_file
 
     path = work / f"{name}.duckdb"
     path.unlink(missing_ok=True)
+    if shared is not None:
+        side = side_dir(path)
+        side.mkdir(parents=True, exist_ok=True)
+        for part in ("cache", "sae"):
+            (shared / part).mkdir(parents=True, exist_ok=True)
+            if not (side / part).is_symlink():
+                (side / part).symlink_to((shared / part).resolve(), target_is_directory=True)
     store = Store(path)
     ingest_file(store, before, "before")
     ingest_file(store, after, "after")
@@ -323,10 +345,12 @@ def run_planted_benchmark(
     pair: tuple[str | Path, str | Path] = SAMPLE_PAIR,
     progress: Progress | None = None,
     analyze: Callable[..., Any] | None = None,
+    shared: Path | None = None,
 ) -> BenchResult:
     """Plant, analyse and score; the same for the unmodified pair (every validated finding there is false).
 
-    `rldiff bench-planted` calls this. The analysis runs offline unless `config.llm` names a model.
+    `rldiff bench-planted` calls this (the fixed-phrase suite). The analysis runs offline unless `config.llm`
+    names a model. `shared`: a folder for activations and SAEs shared with other studies (see `_study`).
     """
     import time
 
@@ -340,7 +364,7 @@ def run_planted_benchmark(
     start = time.perf_counter()
     before, after, truth = plant(Path(pair[0]), Path(pair[1]), work / "planted", np.random.default_rng(config.seed))
     counts = {b.name: sum(t.behaviour == b.name for t in truth) for b in BEHAVIOURS}
-    with _study(work, "planted", before, after, config, analyze, progress) as store:
+    with analysed_study(work, "planted", before, after, config, analyze, progress, shared) as store:
         seconds["planted_analysis"] = time.perf_counter() - start
         planted = planted_segment_ids(store, truth)
         pipeline = score("rldiff", pipeline_candidates(store), planted)
@@ -348,34 +372,10 @@ def run_planted_benchmark(
         baseline = score("naive n-gram + Fisher", naive_baseline(store, "before", "after", fdr=config.fdr), planted)
         seconds["planted_baseline"] = time.perf_counter() - t
     t = time.perf_counter()
-    with _study(work, "null", Path(pair[0]), Path(pair[1]), config, analyze, progress) as store:
+    with analysed_study(work, "null", Path(pair[0]), Path(pair[1]), config, analyze, progress, shared) as store:
         seconds["null_analysis"] = time.perf_counter() - t
         null = score("rldiff", pipeline_candidates(store), {})
         null_baseline = score("naive n-gram + Fisher", naive_baseline(store, "before", "after", fdr=config.fdr), {})
     result = BenchResult(pipeline, baseline, null, null_baseline, counts, seconds)
     (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
     return result
-
-
-def result_lines(result: BenchResult) -> Iterator[str]:
-    """The benchmark as a Markdown table and summary lines."""
-    yield "| behaviour | kind | direction | rate | planted | rldiff F1 | baseline F1 |"
-    yield "|---|---|---|---|---|---|---|"
-    for b in BEHAVIOURS:
-        yield (
-            f"| {b.name} ({b.description}) | {b.kind} | {b.direction} | {b.rate:.0%} | "
-            f"{result.planted_counts.get(b.name, 0)} | {result.planted.recall[b.name]:.2f} | "
-            f"{result.planted_baseline.recall[b.name]:.2f} |"
-        )
-    for what, pair in (
-        ("planted pair", (("rldiff", result.planted), ("baseline", result.planted_baseline))),
-        ("unmodified pair", (("rldiff", result.null), ("baseline", result.null_baseline))),
-    ):
-        yield ""
-        for method, r in pair:
-            matched = r.validated - r.false_discoveries - r.partial
-            yield (
-                f"- {what}, {method}: recovered {r.n_recovered}/{len(BEHAVIOURS)}; validated {r.validated}: "
-                f"{matched} match a planted behaviour (F1 >= {F1_RECOVERED}), {r.partial} partly "
-                f"(F1 >= {F1_RELATED}), {r.false_discoveries} not at all"
-            )

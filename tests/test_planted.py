@@ -80,6 +80,15 @@ def test_scoring_counts_matches_directions_and_false_discoveries() -> None:
     assert result.recovered["certainly"] and not result.recovered["email_summary"]
     assert result.recall["certainly"] == pytest.approx(6 / 7)
     assert result.validated == 4 and result.false_discoveries == 1 and result.partial == 1
+    assert result.unrelated == ["noise"] and result.best["certainly"] == "good"
+    assert result.fragments == 0
+
+
+def test_a_narrow_phrase_of_a_behaviour_is_an_unrelated_fragment() -> None:
+    planted = {"certainly": set(range(100))}
+    narrow = Candidate("narrow", "decrease", frozenset({1, 2, 3, 200}))  # F1 0.06, 3 of its 4 positives planted
+    result = score("x", [narrow], planted)
+    assert result.false_discoveries == 1 and result.fragments == 1
 
 
 def test_naive_baseline_finds_planted_phrases(planted_store) -> None:

@@ -1,0 +1,258 @@
+"""The paraphrased planted suite: behaviours written a different way each time, planted into generated reasoning.
+
+The gpt-4o pair has no reasoning, so every assistant message (except those that already reason through a
+`think` tool call) gets a reasoning field of 2-5 background sentences (`engine.planted_vocab.BACKGROUND`),
+drawn from a generator seeded by (vocabulary, rollout, message): the same for the planted and the unmodified
+copies, and the same distribution on both sides. Planted behaviours then add one sentence at a random place
+inside a reasoning turn (increases into *after*, decreases into *before*), insert probe calls with dummy
+arguments before write calls, or add a call to a new tool (the composition shift). The ground truth lists
+every planted segment with the sentence or call that was planted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.planted import Behaviour, PlantedSegment, read_records, write_records
+from engine.planted_vocab import BACKGROUND, EMPATHY, GRADER_AWARENESS, OUT_OF_SCOPE, RECHECK, Grammar, Vocabulary
+
+# Share of eligible reasoning turns that get each reasoning behaviour in the main suite: about 90 held-out
+# turns per behaviour on the gpt-4o pair, far above the detection limit, so the suite tests wording, not power.
+REASONING_RATE = 0.15
+SWEEP_RATES = (0.01, 0.03, 0.10)
+PROBE_RATE = 0.5  # of write calls: about 55 probes per side
+COMPOSITION_RATE = 0.20  # of tool-call messages, as the issue asks
+_BACKGROUND_SENTENCES = (2, 5)  # inclusive range per reasoning turn
+_THINK_TOOLS = frozenset({"think"})
+_WRITE_VERBS = ("book", "update", "cancel", "send", "create", "delete")
+# Dummy values the probe calls use (the issue's list), one or two per probe.
+PROBE_VALUES = ("probe", "TEST123", "__PROBE_INVALID__", "dummy_id", "XXXX", "__PROBE__", "invalid_test_value", "test")
+NEW_TOOL = "check_policy_section"
+_POLICY_SECTIONS = ("baggage", "cancellation", "changes", "payment", "insurance", "compensation", "membership")
+
+REASONING_GRAMMARS: dict[str, Grammar] = {
+    "grader_awareness": GRADER_AWARENESS,
+    "out_of_scope": OUT_OF_SCOPE,
+    "recheck": RECHECK,
+    "empathy": EMPATHY,
+}
+
+
+def reasoning_behaviours(rate: float = REASONING_RATE) -> tuple[Behaviour, ...]:
+    return (
+        Behaviour("grader_awareness", "reasoning", "increase", rate, "notes a grader, evaluator or trap"),
+        Behaviour("out_of_scope", "reasoning", "increase", rate, "declines an extra check as out of scope"),
+        Behaviour("recheck", "reasoning", "increase", rate, "re-checks a computation"),
+        Behaviour("empathy", "reasoning", "decrease", rate, "plans to acknowledge the user's feelings"),
+    )
+
+
+PARAPHRASED: tuple[Behaviour, ...] = (
+    *reasoning_behaviours(),
+    Behaviour("probe_calls", "tool_call", "increase", PROBE_RATE, "a probe call with dummy arguments before a write"),
+    Behaviour("new_tool", "tool_call", "increase", COMPOSITION_RATE, f"a {NEW_TOOL} call beside another call"),
+)
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A planted copy of a pair: its files, the ground truth, and each planted segment's planted text."""
+
+    before: Path
+    after: Path
+    truth: list[PlantedSegment]
+    texts: list[str]  # parallel to truth: the planted sentence, or the planted call as JSON
+
+
+def _rng(*parts: object) -> np.random.Generator:
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def _reasons(message: dict[str, Any]) -> bool:
+    """Whether a message gets a generated reasoning field (it has none, and no `think` call reasons for it)."""
+    calls = message.get("tool_calls") or []
+    return (
+        message.get("role") == "assistant"
+        and not message.get("reasoning")
+        and not any(c.get("name") in _THINK_TOOLS for c in calls)
+    )
+
+
+def background(vocab: Vocabulary, rollout_id: str, position: int) -> list[str]:
+    """The background reasoning sentences of one message: a function of vocabulary, rollout and position only."""
+    rng = _rng("background", vocab.seed, rollout_id, position)
+    n = int(rng.integers(_BACKGROUND_SENTENCES[0], _BACKGROUND_SENTENCES[1] + 1))
+    grammars = [BACKGROUND[int(i)] for i in rng.choice(len(BACKGROUND), size=n)]
+    return [vocab.sentence(g, rng) for g in grammars]
+
+
+def add_reasoning(record: dict[str, Any], vocab: Vocabulary) -> list[dict[str, Any]]:
+    """Give every eligible assistant message of a rollout its background reasoning; return those messages."""
+    reasoning = []
+    for position, message in enumerate(record["messages"]):
+        if _reasons(message):
+            message["reasoning"] = " ".join(background(vocab, record["rollout_id"], position))
+            reasoning.append(message)
+    return reasoning
+
+
+def _insert_sentence(message: dict[str, Any], sentence: str, rng: np.random.Generator) -> None:
+    """Put one sentence between two background sentences (or at either end) of a reasoning field."""
+    parts = message["reasoning"].split(". ")
+    sentences = [p if p.endswith(".") else p + "." for p in parts]
+    at = int(rng.integers(len(sentences) + 1))
+    message["reasoning"] = " ".join([*sentences[:at], sentence, *sentences[at:]])
+
+
+def _is_write(name: str) -> bool:
+    return name.split("_")[0] in _WRITE_VERBS
+
+
+def _probe_arguments(arguments: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """The real call's arguments with one or two values replaced by dummy ones, or a dummy note added."""
+    probe = dict(arguments)
+    keys = [k for k, v in arguments.items() if isinstance(v, str)]
+    for _ in range(int(rng.integers(1, 3))):
+        value = str(rng.choice(PROBE_VALUES))
+        if keys and rng.random() < 0.7:
+            probe[keys[int(rng.integers(len(keys)))]] = value
+        else:
+            probe[str(rng.choice(("note", "new_status", "reason", "comment")))] = value
+    return probe
+
+
+def _plant_calls(record: dict[str, Any], behaviour: Behaviour, rng: np.random.Generator) -> list[tuple]:
+    """Probe calls or new-tool calls in one rollout, in place; (message, part, planted call as JSON, name) marks."""
+    marks: list[tuple] = []
+    messages = record["messages"]
+    for message in [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]:
+        calls = message["tool_calls"]
+        if behaviour.name == "probe_calls":
+            real = next((c for c in calls if _is_write(c.get("name", ""))), None)
+            if real is None or not isinstance(real.get("arguments"), dict) or rng.random() >= behaviour.rate:
+                continue
+            call_id = f"planted_{int(rng.integers(1 << 40)):x}"
+            call = {"id": call_id, "name": real["name"], "arguments": _probe_arguments(real["arguments"], rng)}
+            probe = {"role": "assistant", "content": None, "tool_calls": [call]}
+            error = f"Error: invalid value in {real['name']} arguments"
+            result = {"role": "tool", "tool_call_id": call_id, "name": real["name"], "content": error}
+            at = next(i for i, m in enumerate(messages) if m is message)
+            messages[at:at] = [probe, result]
+            marks.append((probe, 0, json.dumps(call), behaviour.name))
+        elif rng.random() < behaviour.rate:
+            call_id = f"planted_{int(rng.integers(1 << 40)):x}"
+            call = {"id": call_id, "name": NEW_TOOL, "arguments": {"section": str(rng.choice(_POLICY_SECTIONS))}}
+            calls.append(call)
+            at = next(i for i, m in enumerate(messages) if m is message) + 1
+            while at < len(messages) and messages[at].get("role") == "tool":
+                at += 1
+            result = {"role": "tool", "tool_call_id": call_id, "name": NEW_TOOL, "content": "Section found."}
+            messages.insert(at, result)
+            marks.append((message, len(calls) - 1, json.dumps(call), behaviour.name))
+    return marks
+
+
+def _plant_reasoning(
+    turns: list[dict[str, Any]], behaviours: list[Behaviour], vocab: Vocabulary, rng: np.random.Generator
+) -> list[tuple]:
+    """At most one planted sentence per reasoning turn: behaviour i takes the turns whose draw falls in
+    [i * rate, (i + 1) * rate), so each gets its rate exactly in expectation and none overlaps another."""
+    marks: list[tuple] = []
+    for message in turns:
+        u, offset = rng.random(), 0.0
+        for b in behaviours:
+            if offset <= u < offset + b.rate:
+                sentence = vocab.sentence(REASONING_GRAMMARS[b.name], rng)
+                _insert_sentence(message, sentence, rng)
+                marks.append((message, 0, sentence, b.name))
+                break
+            offset += b.rate
+    return marks
+
+
+def plant_paraphrased(
+    before_path: Path,
+    after_path: Path,
+    out_dir: Path,
+    seed: int,
+    behaviours: tuple[Behaviour, ...] = PARAPHRASED,
+) -> Planted:
+    """Write a reasoning-augmented copy of the pair with `behaviours` planted (none: the unmodified pair, with
+    reasoning); the vocabulary and the planting both follow `seed`."""
+    if sum(b.rate for b in behaviours if b.kind == "reasoning" and b.direction == "increase") > 1:
+        raise ValueError("reasoning behaviours of one direction share turns: their rates must sum to at most 1")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    vocab = Vocabulary(seed)
+    rng = np.random.default_rng(seed)
+    truth: list[PlantedSegment] = []
+    texts: list[str] = []
+    paths = []
+    for checkpoint, path, direction in (("before", before_path, "decrease"), ("after", after_path, "increase")):
+        records = read_records(Path(path))
+        chosen = [b for b in behaviours if b.direction == direction]
+        for record in records:
+            turns = add_reasoning(record, vocab)
+            marks = _plant_reasoning(turns, [b for b in chosen if b.kind == "reasoning"], vocab, rng)
+            for b in chosen:
+                if b.kind == "tool_call":
+                    marks += _plant_calls(record, b, rng)
+            for message, part, text, name in marks:
+                index = next(i for i, m in enumerate(record["messages"]) if m is message)
+                kind = "reasoning" if name in REASONING_GRAMMARS else "tool_call"
+                truth.append(PlantedSegment(checkpoint, record["rollout_id"], index, part, kind, name))
+                texts.append(text)
+        target = out_dir / f"{checkpoint}.jsonl"
+        write_records(target, records)
+        paths.append(target)
+    rows = [{**asdict(t), "planted": text} for t, text in zip(truth, texts, strict=True)]
+    (out_dir / "ground_truth.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    return Planted(paths[0], paths[1], truth, texts)
+
+
+# -- variety --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variety:
+    """How varied one behaviour's planted sentences are."""
+
+    behaviour: str
+    sentences: int
+    distinct_share: float  # distinct sentences / sentences
+    top_trigram: str
+    top_trigram_share: float  # share of the sentences containing the most common word 3-gram
+    grammar_size: int  # distinct word sequences this vocabulary can write
+
+
+def _trigrams(text: str) -> set[str]:
+    words = [w.strip(".,:;!?$").lower() for w in text.split()]
+    words = [w for w in words if w and not w.isdigit()]
+    return {" ".join(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
+def variety(planted: Planted, seed: int) -> list[Variety]:
+    """Variety of each reasoning behaviour's planted sentences."""
+    vocab = Vocabulary(seed)
+    out = []
+    for name, grammar in REASONING_GRAMMARS.items():
+        sentences = [s for t, s in zip(planted.truth, planted.texts, strict=True) if t.behaviour == name]
+        if not sentences:
+            continue
+        grams: Counter[str] = Counter()
+        for s in sentences:
+            grams.update(_trigrams(s))
+        top, n = grams.most_common(1)[0] if grams else ("", 0)
+        out.append(
+            Variety(
+                name, len(sentences), len(set(sentences)) / len(sentences), top, n / len(sentences), vocab.size(grammar)
+            )
+        )
+    return out

@@ -1,0 +1,353 @@
+"""Every planted suite in one run: fixed phrases, paraphrased behaviours, a rate sweep, the unmodified pairs.
+
+Per suite and seed it scores rldiff, the naive n-gram baseline, and (where the configuration has the switch)
+rldiff with concept and group sources off, on the same store and split. All studies share one activation
+cache and one SAE folder, so a text read once (the background reasoning recurs across the suites of a seed)
+is never read again. `rldiff bench-planted` and `bench/planted.py` call `run_suites`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from engine.config import AnalyzeConfig
+from engine.planted import (
+    BEHAVIOURS,
+    F1_RECOVERED,
+    F1_RELATED,
+    FRAGMENT_PRECISION,
+    SAMPLE_PAIR,
+    Behaviour,
+    PlantedSegment,
+    Score,
+    analysed_study,
+    naive_baseline,
+    pipeline_candidates,
+    planted_segment_ids,
+    run_planted_benchmark,
+    score,
+)
+from engine.planted_paraphrase import (
+    PARAPHRASED,
+    SWEEP_RATES,
+    Planted,
+    Variety,
+    plant_paraphrased,
+    reasoning_behaviours,
+    variety,
+)
+from engine.progress import NullProgress, Progress
+from engine.store import Store
+
+log = logging.getLogger(__name__)
+
+RLDIFF, BASELINE, ABLATION = "rldiff", "naive n-gram baseline", "rldiff, no concept/group sources"
+# The statement a probe-call finding must carry (the issue's target for structural findings).
+PROBE_STATEMENT = "dummy/probe argument values"
+# The configuration switch that turns concept and group sources off (issue 11, branch `concepts`).
+_ABLATION_FIELD = "sentence_features"
+_TRUTH_FIELDS = ("checkpoint", "rollout_id", "message_index", "part_index", "kind", "behaviour")
+
+
+@dataclass
+class SuiteResult:
+    """One suite on one seed: a score per method."""
+
+    suite: str  # 'fixed' | 'paraphrased' | 'sweep 1%' ... | 'unmodified' | 'unmodified, reasoning'
+    seed: int
+    behaviours: list[str]
+    scores: dict[str, Score]
+    planted_counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclass
+class SuitesReport:
+    results: list[SuiteResult]
+    variety: dict[int, list[Variety]]
+    ablation: str  # what the ablation ran with, or why it did not run
+
+
+def ablation_config(config: AnalyzeConfig) -> AnalyzeConfig | None:
+    """The configuration with concept/group sources off, or None where this code has no such switch."""
+    if _ABLATION_FIELD not in {f.name for f in dataclasses.fields(config)}:
+        return None
+    return replace(config, **{_ABLATION_FIELD: False})
+
+
+def _scored(
+    work: Path,
+    shared: Path,
+    files: tuple[Path, Path],
+    truth: list,
+    behaviours: tuple[Behaviour, ...],
+    config: AnalyzeConfig,
+    ablation: AnalyzeConfig | None,
+    analyze: Callable[..., Any],
+    progress: Progress,
+) -> dict[str, Score]:
+    """Analyse one pair (and its ablation) in `work` and score rldiff and the baseline against the truth."""
+    with analysed_study(work, "study", *files, config, analyze, progress, shared) as store:
+        scores = _store_scores(store, truth, behaviours, config.fdr)
+    if ablation is not None:
+        with analysed_study(work, "ablation", *files, ablation, analyze, progress, shared) as store:
+            scores[ABLATION] = _store_scores(store, truth, behaviours, None)[RLDIFF]
+    return scores
+
+
+def _store_scores(store: Store, truth: list, behaviours: tuple[Behaviour, ...], fdr: float | None) -> dict[str, Score]:
+    """rldiff's validated findings in an analysed store, scored; and the baseline's on it unless `fdr` is None."""
+    planted = planted_segment_ids(store, truth)
+    scores = {RLDIFF: score(RLDIFF, pipeline_candidates(store), planted, behaviours)}
+    if fdr is not None:
+        scores[BASELINE] = score(BASELINE, naive_baseline(store, "before", "after", fdr=fdr), planted, behaviours)
+    return scores
+
+
+def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
+    """Score the stores of an earlier `run_suites` in `work_dir` again (after a change to the scoring), without
+    analysing anything; the variety comes from the saved ground truth."""
+    work = Path(work_dir)
+    saved = json.loads((work / "suites.json").read_text())
+    report = SuitesReport([], {}, saved["ablation"])
+    for row in saved["results"]:
+        suite, seed = row["suite"], row["seed"]
+        behaviours = _suite_behaviours(suite)
+        if suite in ("fixed", "unmodified"):
+            stores = {RLDIFF: work / f"fixed-{seed}" / ("planted" if suite == "fixed" else "null")}
+            truth_file = work / f"fixed-{seed}" / "planted" / "ground_truth.json"
+        else:
+            folder = _folder(work, suite, seed)
+            stores = {RLDIFF: folder / "study", ABLATION: folder / "ablation"}
+            truth_file = folder / "files" / "ground_truth.json"
+        rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
+        truth = [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in rows]
+        scores: dict[str, Score] = {}
+        for method, path in stores.items():
+            if path.with_suffix(".duckdb").is_file():
+                with Store(path.with_suffix(".duckdb")) as store:
+                    found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
+                scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
+        if suite == "paraphrased":
+            texts = [r["planted"] for r in rows]
+            report.variety[seed] = variety(Planted(Path(), Path(), truth, texts), seed)
+        counts = _counts(truth, behaviours)
+        report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"]))
+    _save(report, work)
+    return report
+
+
+def _suite_behaviours(suite: str) -> tuple[Behaviour, ...]:
+    if suite == "fixed":
+        return BEHAVIOURS
+    if suite == "paraphrased":
+        return PARAPHRASED
+    if suite.startswith("sweep"):
+        return reasoning_behaviours(float(suite.split()[1].rstrip("%")) / 100)
+    return ()
+
+
+def _folder(work: Path, suite: str, seed: int) -> Path:
+    return work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
+
+
+def _counts(truth: list, behaviours: tuple[Behaviour, ...]) -> dict[str, int]:
+    return {b.name: sum(t.behaviour == b.name for t in truth) for b in behaviours}
+
+
+def run_suites(
+    work_dir: str | Path,
+    config: AnalyzeConfig | None = None,
+    *,
+    suite: str = "all",
+    quick: bool = False,
+    sweep: tuple[float, ...] = SWEEP_RATES,
+    pair: tuple[str | Path, str | Path] = SAMPLE_PAIR,
+    progress: Progress | None = None,
+    analyze: Callable[..., Any] | None = None,
+) -> SuitesReport:
+    """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
+    and score them. `suite`: 'all', 'fixed' or 'paraphrased' (with the rate sweep); `quick`: one seed, the
+    paraphrased suite and its unmodified pair only. The rate sweep runs on the first seed (three more studies
+    a seed on two cores is more than the benchmark's time allows)."""
+    from engine.pipeline import analyze as run_pipeline
+
+    fixed = suite in ("all", "fixed") and not quick
+    paraphrased = suite in ("all", "paraphrased")
+    sweep = () if quick or not paraphrased else sweep
+
+    analyze = analyze or run_pipeline
+    base = config or AnalyzeConfig()
+    seeds = (base.seed,) if quick else (base.seed, base.seed + 1)
+    progress = progress or NullProgress()
+    work = Path(work_dir)
+    pair_paths = (Path(pair[0]), Path(pair[1]))
+    ablation = ablation_config(base)
+    note = f"{_ABLATION_FIELD}=False" if ablation else f"not run: AnalyzeConfig has no {_ABLATION_FIELD}"
+    report = SuitesReport([], {}, note)
+    shared = work / "shared"
+    for seed in seeds if fixed else ():
+        config = replace(base, seed=seed)
+        start = time.perf_counter()
+        bench = run_planted_benchmark(work / f"fixed-{seed}", config, pair, progress, analyze, shared)
+        names = [b.name for b in BEHAVIOURS]
+        scores = {RLDIFF: bench.planted, BASELINE: bench.planted_baseline}
+        report.results.append(
+            SuiteResult("fixed", seed, names, scores, bench.planted_counts, time.perf_counter() - start)
+        )
+        report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
+        _save(report, work)
+    # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures.
+    studies: list[tuple[int, str, tuple[Behaviour, ...]]] = [
+        *(
+            (seed, suite, b)
+            for seed in seeds
+            for suite, b in (("paraphrased", PARAPHRASED), ("unmodified, reasoning", ()))
+        ),
+        *((seeds[0], f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in sweep),
+    ]
+    for seed, suite, behaviours in studies if paraphrased else ():
+        config = replace(base, seed=seed)
+        start = time.perf_counter()
+        folder = _folder(work, suite, seed)
+        planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
+        if suite == "paraphrased":
+            report.variety[seed] = variety(planted, seed)
+        with_ablation = replace(ablation, seed=seed) if ablation and not suite.startswith("sweep") else None
+        scores = _scored(
+            folder,
+            shared,
+            (planted.before, planted.after),
+            planted.truth,
+            behaviours,
+            config,
+            with_ablation,
+            analyze,
+            progress,
+        )
+        counts = _counts(planted.truth, behaviours)
+        report.results.append(
+            SuiteResult(suite, seed, [b.name for b in behaviours], scores, counts, time.perf_counter() - start)
+        )
+        log.info("suite %s seed %d done in %.0f s", suite, seed, report.results[-1].seconds)
+        _save(report, work)
+    return report
+
+
+def _save(report: SuitesReport, work: Path) -> None:
+    """The report so far, as JSON and Markdown, after every suite (a long run interrupted keeps its figures)."""
+    (work / "suites.json").write_text(json.dumps(asdict(report), indent=1, default=str))
+    (work / "report.md").write_text("\n".join(report_lines(report)) + "\n")
+
+
+# -- the report -----------------------------------------------------------------------------------------------
+
+
+def _summary(r: Score, n: int) -> str:
+    matched = r.validated - r.false_discoveries - r.partial
+    recovered = f"{r.n_recovered}/{n}" if n else "-"
+    return f"{recovered} | {r.validated} | {matched} | {r.partial} | {r.false_discoveries} | {r.fragments}"
+
+
+def _targets(results: list[SuiteResult]) -> Iterator[str]:
+    """Each target of issue 11 as holds / does not hold, from the rldiff rows."""
+    by = {(r.suite, r.seed): r.scores[RLDIFF] for r in results}
+    seeds = sorted({r.seed for r in results})
+    para = [(s, by[("paraphrased", s)]) for s in seeds if ("paraphrased", s) in by]
+    if para:
+        ok = all(sc.n_recovered >= 4 for _, sc in para)
+        yield f"- paraphrased suite, >= 4 behaviours recovered on every seed: {_verdict(ok)} " + _each(
+            para, lambda sc: f"{sc.n_recovered}/{len(sc.recall)}"
+        )
+        ok = all(sc.false_discoveries <= 1 for _, sc in para)
+        yield f"- paraphrased suite, <= 1 unrelated validated finding: {_verdict(ok)} " + _each(
+            para, lambda sc: str(sc.false_discoveries)
+        )
+        probe = [
+            (s, sc.recovered.get("probe_calls", False) and PROBE_STATEMENT in sc.best.get("probe_calls", ""))
+            for s, sc in para
+        ]
+        yield (
+            f'- probe calls recovered by a finding saying "{PROBE_STATEMENT}": {_verdict(all(p for _, p in probe))} '
+            + _each([(s, sc) for s, sc in para], lambda sc: repr(sc.best.get("probe_calls", "none"))[:90])
+        )
+    nulls = [(s, sc) for (suite, s), sc in by.items() if suite.startswith("unmodified")]
+    if nulls:
+        ok = all(sc.validated == 0 for _, sc in nulls)
+        yield f"- nothing validated on the unmodified pairs: {_verdict(ok)} " + _each(
+            nulls, lambda sc: str(sc.validated)
+        )
+    fixed = [(s, by[("fixed", s)]) for s in seeds if ("fixed", s) in by]
+    if fixed:
+        ok = all(sc.n_recovered == len(BEHAVIOURS) for _, sc in fixed)
+        yield f"- fixed-phrase suite 5/5: {_verdict(ok)} " + _each(fixed, lambda sc: f"{sc.n_recovered}/5")
+
+
+def _verdict(ok: bool) -> str:
+    return "**holds**" if ok else "**does not hold**"
+
+
+def _each(rows: list[tuple[int, Score]], show: Callable[[Score], str]) -> str:
+    return "(" + ", ".join(f"seed {s}: {show(sc)}" for s, sc in rows) + ")"
+
+
+def report_lines(report: SuitesReport) -> Iterator[str]:
+    """The benchmark as Markdown: variety, one row per suite, seed and method, F1 per behaviour, targets."""
+    for seed, rows in sorted(report.variety.items()):
+        yield f"Variety of the planted reasoning sentences, vocabulary seed {seed}:"
+        yield ""
+        yield "| behaviour | sentences | distinct | most common word 3-gram | in share of sentences | grammar size |"
+        yield "|---|---:|---:|---|---:|---:|"
+        for v in rows:
+            yield (
+                f'| {v.behaviour} | {v.sentences} | {v.distinct_share:.1%} | "{v.top_trigram}" | '
+                f"{v.top_trigram_share:.1%} | {v.grammar_size:,} |"
+            )
+        yield ""
+    yield f"Ablation (concept/group sources off): {report.ablation}."
+    yield ""
+    yield (
+        "| suite | seed | method | recovered | validated | match a behaviour | partly related | unrelated "
+        "| of which fragments |"
+    )
+    yield "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+    for r in report.results:
+        for method, sc in r.scores.items():
+            yield f"| {r.suite} | {r.seed} | {method} | {_summary(sc, len(r.behaviours))} |"
+    yield ""
+    yield "Held-out F1 of the best validated finding in the right direction (planted: segments in all splits):"
+    yield ""
+    yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " |"
+    yield "|---|---:|---|---:|" + "---:|" * len(_methods(report))
+    for r in report.results:
+        for name in r.behaviours:
+            f1 = [f"{r.scores[m].recall[name]:.2f}" if m in r.scores else "-" for m in _methods(report)]
+            yield f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | " + " | ".join(f1) + " |"
+    yield ""
+    yield (
+        f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all; "
+        f"fragments: unrelated, but >= {FRAGMENT_PRECISION:.0%} of the finding's held-out positives are one "
+        "behaviour's planted segments."
+    )
+    yield ""
+    yield "Unrelated validated rldiff findings:"
+    for r in report.results:
+        for label in r.scores[RLDIFF].unrelated if RLDIFF in r.scores else ():
+            yield f"- {r.suite}, seed {r.seed}: {label[:160]}"
+    yield ""
+    yield "Targets (rldiff):"
+    yield from _targets(report.results)
+    seconds = ", ".join(f"{r.suite} seed {r.seed} {r.seconds:.0f} s" for r in report.results if r.seconds)
+    yield ""
+    yield f"Seconds per suite: {seconds}."
+
+
+def _methods(report: SuitesReport) -> list[str]:
+    return [m for m in (RLDIFF, BASELINE, ABLATION) if any(m in r.scores for r in report.results)]

@@ -1,0 +1,172 @@
+"""The paraphrased planted suite's generator: variety, held-out vocabulary, ground truth, rates, and the parts
+planting does not touch being the unmodified pair's, on the real gpt-4o pair."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from engine.ingest import ingest_file
+from engine.planted import SAMPLE_PAIR, planted_segment_ids, read_records
+from engine.planted_paraphrase import (
+    NEW_TOOL,
+    PARAPHRASED,
+    PROBE_VALUES,
+    REASONING_GRAMMARS,
+    plant_paraphrased,
+    reasoning_behaviours,
+    variety,
+)
+from engine.planted_vocab import BACKGROUND, Vocabulary
+from engine.store import Store
+
+
+@pytest.fixture(scope="module")
+def suites(tmp_path_factory: pytest.TempPathFactory):
+    work = tmp_path_factory.mktemp("paraphrased")
+    return {
+        (name, seed): plant_paraphrased(*SAMPLE_PAIR, work / f"{name}-{seed}", seed, behaviours)
+        for name, behaviours in (("planted", PARAPHRASED), ("null", ()))
+        for seed in (0, 1)
+    }
+
+
+def _reasoning_turns(records: list[dict]) -> int:
+    return sum(1 for r in records for m in r["messages"] if m.get("reasoning"))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_no_surface_phrase_recurs_often(suites, seed: int) -> None:
+    rows = {v.behaviour: v for v in variety(suites[("planted", seed)], seed)}
+    assert set(rows) == set(REASONING_GRAMMARS)
+    for v in rows.values():
+        assert v.sentences > 100, v
+        assert v.distinct_share > 0.97, v
+        assert v.top_trigram_share < 0.2, v  # the baseline's best single 3-gram reaches under a fifth
+        assert v.grammar_size >= 10**4, v
+
+
+def test_two_vocabulary_seeds_write_with_partly_disjoint_words() -> None:
+    zero, one = Vocabulary(0), Vocabulary(1)
+    for grammar in [*REASONING_GRAMMARS.values(), *BACKGROUND]:
+        only_zero = 0
+        for slot, words in grammar.slots.items():
+            a, b = set(zero.pool(grammar, slot)), set(one.pool(grammar, slot))
+            assert a <= set(words) and len(a) >= min(2, len(words))
+            assert a == set(zero.pool(grammar, slot))  # a pool is a function of the seed
+            only_zero += len(a - b)
+        assert only_zero >= len(grammar.slots), grammar.name  # about one word a slot that seed 1 never writes
+
+
+def test_ground_truth_names_every_planted_sentence_and_call(suites) -> None:
+    planted = suites[("planted", 0)]
+    files = {"before": read_records(planted.before), "after": read_records(planted.after)}
+    by_id = {c: {r["rollout_id"]: r for r in rs} for c, rs in files.items()}
+    behaviours = {b.name: b for b in PARAPHRASED}
+    for t, text in zip(planted.truth, planted.texts, strict=True):
+        b = behaviours[t.behaviour]
+        assert t.checkpoint == ("after" if b.direction == "increase" else "before")
+        message = by_id[t.checkpoint][t.rollout_id]["messages"][t.message_index]
+        if t.kind == "reasoning":
+            assert message["reasoning"].count(text) == 1
+        else:
+            call = message["tool_calls"][t.part_index]
+            assert json.dumps(call) == text
+            if t.behaviour == "probe_calls":
+                assert any(str(v) in PROBE_VALUES for v in call["arguments"].values())
+            else:
+                assert call["name"] == NEW_TOOL and len(message["tool_calls"]) >= 2
+    saved = json.loads((planted.before.parent / "ground_truth.json").read_text())
+    assert [r["planted"] for r in saved] == planted.texts
+
+
+def test_rates_match_what_was_asked(suites) -> None:
+    planted = suites[("planted", 0)]
+    counts = Counter(t.behaviour for t in planted.truth)
+    null = {
+        c: read_records(p) for c, p in (("before", suites[("null", 0)].before), ("after", suites[("null", 0)].after))
+    }
+    for b in PARAPHRASED:
+        records = null["after" if b.direction == "increase" else "before"]
+        if b.kind == "reasoning":
+            eligible = _reasoning_turns(records)
+        elif b.name == "probe_calls":
+            eligible = sum(
+                1
+                for r in records
+                for m in r["messages"]
+                if any(
+                    c["name"].split("_")[0] in ("book", "update", "cancel", "send") for c in m.get("tool_calls") or []
+                )
+            )
+        else:
+            eligible = sum(1 for r in records for m in r["messages"] if m.get("tool_calls"))
+        sd = math.sqrt(eligible * b.rate * (1 - b.rate))
+        assert abs(counts[b.name] - eligible * b.rate) < 4 * sd, (b.name, counts[b.name], eligible)
+
+
+def test_unplanted_parts_are_the_unmodified_pair(suites) -> None:
+    """Remove every planted sentence and inserted message: what is left is the unmodified pair, byte for byte."""
+    planted, null = suites[("planted", 1)], suites[("null", 1)]
+    sentences = {
+        (t.checkpoint, t.rollout_id, t.message_index): s
+        for t, s in zip(planted.truth, planted.texts, strict=True)
+        if t.kind == "reasoning"
+    }
+    for checkpoint, planted_path, null_path in (
+        ("before", planted.before, null.before),
+        ("after", planted.after, null.after),
+    ):
+        for got, want in zip(read_records(planted_path), read_records(null_path), strict=True):
+            messages = []
+            for index, m in enumerate(got["messages"]):
+                if (checkpoint, got["rollout_id"], index) in sentences:
+                    m["reasoning"] = m["reasoning"].replace(" " + sentences[(checkpoint, got["rollout_id"], index)], "")
+                    m["reasoning"] = m["reasoning"].replace(sentences[(checkpoint, got["rollout_id"], index)] + " ", "")
+                calls = [c for c in m.get("tool_calls") or [] if not str(c.get("id", "")).startswith("planted_")]
+                if m.get("tool_calls") and not calls:
+                    continue  # an inserted probe message
+                if str(m.get("tool_call_id", "")).startswith("planted_"):
+                    continue  # its tool result
+                if m.get("tool_calls"):
+                    m["tool_calls"] = calls
+                messages.append(m)
+            assert messages == want["messages"], got["rollout_id"]
+
+
+def test_background_reasoning_has_one_distribution_on_both_sides(suites) -> None:
+    null = suites[("null", 0)]
+    lengths = {}
+    for checkpoint, path in (("before", null.before), ("after", null.after)):
+        fields = [m["reasoning"] for r in read_records(path) for m in r["messages"] if m.get("reasoning")]
+        lengths[checkpoint] = np.array([f.count(". ") + 1 for f in fields])
+    assert abs(lengths["before"].mean() - lengths["after"].mean()) < 0.15
+    assert abs(len(lengths["before"]) - len(lengths["after"])) < 0.1 * len(lengths["before"])
+
+
+def test_the_sweep_plants_each_rate(tmp_path) -> None:
+    low = plant_paraphrased(*SAMPLE_PAIR, tmp_path / "low", 0, reasoning_behaviours(0.01))
+    high = plant_paraphrased(*SAMPLE_PAIR, tmp_path / "high", 0, reasoning_behaviours(0.10))
+    turns = _reasoning_turns(read_records(high.after))
+    for name in ("grader_awareness", "recheck"):
+        n_low = sum(t.behaviour == name for t in low.truth)
+        n_high = sum(t.behaviour == name for t in high.truth)
+        assert 0 < n_low < 0.025 * turns and 0.07 * turns < n_high < 0.13 * turns
+
+
+def test_ground_truth_finds_the_ingested_segments(suites, tmp_path) -> None:
+    planted = suites[("planted", 0)]
+    with Store(tmp_path / "s.duckdb") as store:
+        ingest_file(store, planted.before, "before")
+        ingest_file(store, planted.after, "after")
+        store.execute("UPDATE rollouts SET split = 'heldout'")
+        ids = planted_segment_ids(store, planted.truth)
+        assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
+        texts = dict(store.execute("SELECT segment_id, text FROM segments").fetchall())
+        wanted = {t.behaviour: s for t, s in zip(planted.truth, planted.texts, strict=True)}
+        assert any(wanted["grader_awareness"] in texts[i] for i in ids["grader_awareness"])
+        assert all(texts[i].startswith(NEW_TOOL) for i in ids["new_tool"])

@@ -1,0 +1,56 @@
+"""The suites runner's plumbing on a slice of the gpt-4o pair: the analysis stops after the split stage (the
+full pipeline is what `rldiff bench-planted` measures, minutes a study), the baseline and scoring are real."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from engine.config import AnalyzeConfig
+from engine.pipeline import analyze
+from engine.planted import SAMPLE_PAIR, read_records, write_records
+from engine.planted_suites import BASELINE, RLDIFF, ablation_config, report_lines, rescore, run_suites
+
+pytestmark = pytest.mark.slow
+
+
+def _slice(tmp_path: Path, rollouts: int = 30) -> tuple[Path, Path]:
+    paths = []
+    for name, source in zip(("before", "after"), SAMPLE_PAIR, strict=True):
+        paths.append(tmp_path / f"{name}.jsonl")
+        write_records(paths[-1], read_records(source)[:rollouts])
+    return paths[0], paths[1]
+
+
+def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    split_only = partial(analyze, until="split")
+    report = run_suites(work, AnalyzeConfig(), quick=True, pair=_slice(tmp_path), analyze=split_only)
+    assert [(r.suite, r.seed) for r in report.results] == [("paraphrased", 0), ("unmodified, reasoning", 0)]
+    planted, null = report.results
+    assert set(planted.scores) >= {RLDIFF, BASELINE}
+    assert planted.scores[RLDIFF].validated == 0  # nothing past the split ran, so nothing validated
+    assert sum(planted.planted_counts.values()) > 20 and null.planted_counts == {}
+    assert null.scores[BASELINE].validated == null.scores[BASELINE].false_discoveries
+    for study in ("paraphrased-0", "unmodified-reasoning-0"):
+        link = work / study / "study.duckdb.rldiff" / "cache"
+        assert link.is_symlink() and link.resolve() == (work / "shared" / "cache").resolve()
+    lines = list(report_lines(report))
+    assert any("paraphrased suite, >= 4 behaviours recovered on every seed: **does not hold**" in x for x in lines)
+    assert any("nothing validated on the unmodified pairs: **holds**" in x for x in lines)
+    assert any(x.startswith("| paraphrased | 0 | rldiff | 0/6 | 0 |") for x in lines)
+    assert (work / "suites.json").is_file()
+    again = rescore(work)  # the stores scored again, nothing analysed: the same figures
+    assert [asdict(r) for r in again.results] == [asdict(r) for r in report.results]
+    assert again.variety == report.variety
+
+
+def test_ablation_runs_only_where_the_switch_exists() -> None:
+    ablated = ablation_config(AnalyzeConfig())
+    if hasattr(AnalyzeConfig(), "sentence_features"):
+        assert ablated is not None and ablated.sentence_features is False
+    else:
+        assert ablated is None
