@@ -64,9 +64,11 @@ def test_the_hand_off_is_a_significant_decrease(study: Path) -> None:
             "WHERE name = 'tool:transfer_to_human_agents' AND tested",
         )
     )
-    for kind in ("tool_call", "any"):
-        delta, ci_high, q = found[kind]
-        assert delta < 0 and ci_high < 0 and q < 0.05
+    delta, ci_high, q = found["any"]
+    assert delta < 0 and ci_high < 0 and q < 0.05
+    # Among calls to the hand-off tool a tool-identity feature is always 1: its tool_call row is not tested
+    # (a change in the tool mix is composition, docs/statistics.md section 2).
+    assert "tool_call" not in found
 
 
 def test_a_validated_hypothesis_is_about_handing_off(study: Path) -> None:

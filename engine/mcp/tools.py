@@ -174,9 +174,7 @@ class StudyTools:
         ] = None,
         max_q: Annotated[float | None, Field(ge=0, le=1, description="only rows with q_value <= this")] = None,
         search: Annotated[str, Field(max_length=200, description="case-insensitive text in label or name")] = "",
-        include_untested: Annotated[
-            bool, Field(description="also rows skipped by the test (cannot reach significance)")
-        ] = False,
+        include_untested: Annotated[bool, Field(description="also untested rows (cannot reach significance)")] = False,
         sort: Annotated[
             Literal["abs_delta", "increase", "decrease", "q", "label"], Field(description="row order")
         ] = "abs_delta",
