@@ -156,7 +156,7 @@ def test_bad_strata_name_the_field(tmp_path: Path, capsys: pytest.CaptureFixture
     assert capsys.readouterr().err.splitlines()[-1] == f'rldiff: {path}:2: timed_out: expected true or false, got "yes"'
 
 
-def test_a_version_1_store_gains_the_strata_columns(tmp_path: Path) -> None:
+def test_a_version_1_store_is_migrated_to_the_current_schema(tmp_path: Path) -> None:
     from engine.ingest.records import STRATA
     from engine.store.store import SCHEMA_VERSION
 
@@ -164,8 +164,14 @@ def test_a_version_1_store_gains_the_strata_columns(tmp_path: Path) -> None:
     with Store(path) as store:  # made new, then turned back into what schema version 1 wrote
         for column in STRATA:
             store.execute(f"ALTER TABLE rollouts DROP COLUMN {column}")
+        for column in ("family", "pooled_before", "pooled_after", "min_p"):  # added by version 3
+            store.execute(f"ALTER TABLE feature_deltas DROP COLUMN {column}")
+        store.execute("DROP TABLE heldout_tests")
         store.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with Store(path) as store:
         columns = {r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE rollouts)").fetchall()}
         assert set(STRATA) <= columns
+        deltas = {r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE feature_deltas)").fetchall()}
+        assert {"family", "pooled_before", "pooled_after", "min_p"} <= deltas
+        assert store.scalar("SELECT count(*) FROM heldout_tests") == 0
         assert store.scalar("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION)

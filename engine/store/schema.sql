@@ -1,4 +1,4 @@
--- rldiff study store, schema version 2.
+-- rldiff study store, schema version 3.
 -- THE schema: every table a user, the TUI, the MCP server or a report may query. Names and meanings of the
 -- contract columns are fixed (DESIGN.md §4); later versions only add. Applied by engine.store.Store on open.
 

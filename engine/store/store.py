@@ -23,15 +23,26 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Bytes 8-11 of every DuckDB database file (after an 8-byte checksum).
 _DUCKDB_MAGIC = (8, b"DUCK")
 _STAGING = ".{}.staging-"  # prefix of the scratch databases `Store.staging` makes beside the store
-# version -> SQL that upgrades a store from version-1 to version.
+
+
+def _add_columns(table: str, columns: str) -> str:
+    """`ALTER TABLE ... ADD COLUMN IF NOT EXISTS` for each "name TYPE" in a comma-separated list."""
+    return "".join(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c.strip()}; " for c in columns.split(","))
+
+
+# version -> SQL that upgrades a store from version-1 to version (idempotent: a store made new has it all).
 MIGRATIONS: dict[int, str] = {
-    2: "ALTER TABLE rollouts ADD COLUMN termination_reason VARCHAR; ALTER TABLE rollouts ADD COLUMN error VARCHAR; "
-    "ALTER TABLE rollouts ADD COLUMN timed_out BOOLEAN; ALTER TABLE rollouts ADD COLUMN tokens BIGINT; "
-    "ALTER TABLE rollouts ADD COLUMN cost_usd DOUBLE; ALTER TABLE rollouts ADD COLUMN model VARCHAR;",
+    2: _add_columns(
+        "rollouts",
+        "termination_reason VARCHAR, error VARCHAR, timed_out BOOLEAN, tokens BIGINT, cost_usd DOUBLE, model VARCHAR",
+    ),
+    3: _add_columns("feature_deltas", "family VARCHAR, pooled_before DOUBLE, pooled_after DOUBLE, min_p DOUBLE")
+    + "CREATE TABLE IF NOT EXISTS heldout_tests (statement VARCHAR NOT NULL, spec VARCHAR NOT NULL, "
+    "p_value DOUBLE, tested_at TIMESTAMP NOT NULL, PRIMARY KEY (statement, spec));",
 }
 
 
