@@ -29,6 +29,8 @@ class AnalyzeConfig:
     max_cost: float = 5.0  # USD cap on LLM spending for one analysis
     permutations: int = 2000
     fdr: float = 0.05
+    sentence_features: bool = True  # concept and behaviour-group features over sentence embeddings
+    concept_sae: str | None = None  # a concept SAE folder (sae-lens) instead of training one
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,9 +21,12 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-# version -> SQL that upgrades a store from version-1 to version. Empty until the schema first changes.
-MIGRATIONS: dict[int, str] = {}
+SCHEMA_VERSION = 2
+# version -> SQL that upgrades a store from version-1 to version.
+MIGRATIONS: dict[int, str] = {
+    2: "CREATE TABLE IF NOT EXISTS sentences (sentence_id BIGINT PRIMARY KEY, segment_id BIGINT NOT NULL, "
+    "sentence_index INTEGER NOT NULL, char_start INTEGER NOT NULL, char_end INTEGER NOT NULL, text VARCHAR NOT NULL);",
+}
 
 
 class StoreSchemaError(RldiffError):
