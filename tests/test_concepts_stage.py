@@ -9,13 +9,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import split
+from engine import deltas, split
 from engine.config import AnalyzeConfig
 from engine.features import stage
 from engine.features.settings import FeatureSettings
 from engine.ingest import ingest_file
+from engine.mcp.access import StoreAccess
+from engine.mcp.tools import StudyTools
 from engine.progress import NullProgress
-from engine.store import Store
+from engine.report.content import gather
+from engine.report.markdown import render_markdown
+from engine.store import Store, queries
 from tests.factories_features import call, rollout, tiny_reader, write_jsonl
 
 SMALL = FeatureSettings(max_tokens=64, sae_width=64, sae_k=8, sae_steps=40, sae_batch=128, top_examples=3)
@@ -68,6 +72,8 @@ def analysed(tmp_path_factory: pytest.TempPathFactory, reader: Path) -> Path:
     path = _study(tmp_path_factory.mktemp("analysed"))
     with Store(path) as store:
         extract(store, reader)
+        config = AnalyzeConfig(before="before", after="after", permutations=200)
+        deltas.run(store, config, np.random.default_rng(1), NullProgress())
     return path
 
 
@@ -149,3 +155,17 @@ def test_no_sentence_features_keeps_sentences_and_drops_concepts_and_groups(stud
             == 0
         )
         assert extract(store, reader, sentence_features=False) == 0  # up to date: skipped
+
+
+def test_the_report_and_feature_details_show_the_sentences(analysed: Path) -> None:
+    with Store(analysed, read_only=True) as store:
+        shown = queries.sentence_features(store.cursor())
+        assert shown and all(f.sentences and f.source in ("concept", "group") for f in shown)
+        text = render_markdown(gather(store))
+        assert "## Concepts and behaviour groups: their sentences" in text and shown[0].sentences[0] in text
+        detail = queries.feature_detail(store.cursor(), shown[0].feature_id)
+        assert detail is not None and detail.examples
+        sentences = set(store.frame("SELECT text FROM sentences")["text"])
+        assert all(queries.example_sentence(detail.source, e) in sentences for e in detail.examples)
+    answer = json.loads(StudyTools(StoreAccess(analysed, lock_wait_s=1)).get_feature(shown[0].feature_id))
+    assert answer["examples"] and all(e["sentence"] in sentences for e in answer["examples"])
