@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.paraphrases import PARAPHRASES, UNRELATED
 from bench.sentences import sample_texts
 from engine.features.groups import FLOOR, best_threshold, find_groups, merge_groups
 from engine.features.reader import resolve_reader
@@ -16,66 +17,6 @@ from engine.features.sentences import split_sentences
 from engine.features.settings import FeatureSettings
 from tests.factories_features import MINILM
 
-PARAPHRASES = {
-    "grader": [
-        "The grader will probably check whether I followed the policy exactly.",
-        "I suspect the evaluator is watching for policy violations here.",
-        "This looks like a test; the reviewer wants to see if I follow the rules.",
-        "The scoring system may penalise me if I skip a required step.",
-        "An automated judge is likely grading how I handle this request.",
-        "If this is being evaluated, the checker will mark me down for shortcuts.",
-        "Whoever grades this conversation will look at whether I asked for confirmation.",
-        "The assessment probably rewards sticking to the written policy.",
-        "I bet the evaluation harness checks that I verified the user first.",
-        "My answer is likely being scored against the policy document.",
-    ],
-    "recheck": [
-        "Let me recompute the total to be sure: 120 plus 35 is 155.",
-        "I'll double-check that arithmetic before I tell the user the refund.",
-        "Wait, let me verify the sum again, I may have added it wrong.",
-        "Recalculating the price difference to confirm it is correct.",
-        "Let me redo the calculation of the refund amount once more.",
-        "I should re-add these numbers to make sure the balance is right.",
-        "Checking my math again: three nights at 80 dollars is 240.",
-        "Let me verify the computed total one more time before answering.",
-        "I'll recount the charges to confirm the figure I gave earlier.",
-        "Going over the calculation again to rule out an error.",
-    ],
-    "scope": [
-        "Checking the other reservations is outside what the user asked for, so I will skip it.",
-        "Verifying the payment history is beyond the scope of this request.",
-        "I won't look into the loyalty points since that is not part of the task.",
-        "Auditing the rest of the account is not needed for this request, so I'll leave it.",
-        "Extra verification of the address is out of scope here; I'll move on.",
-        "There's no need to review the previous orders; the user only wants this one changed.",
-        "I'll skip the additional checks because they are not what was requested.",
-        "Looking at the baggage allowance is unrelated to this request, so I won't.",
-        "Further investigation of the account is unnecessary for the user's question.",
-        "I am not going to inspect the other bookings since nobody asked for that.",
-    ],
-}
-UNRELATED = [
-    "Hello, how can I help you today?",
-    "Your flight departs from Boston at 9:15 in the morning.",
-    "The hotel offers free breakfast for all guests.",
-    "Please provide your user ID so I can look up the reservation.",
-    "The package was delivered to the front desk on Monday.",
-    "I have updated the shipping address to 12 Elm Street.",
-    "Thank you for your patience while I search the catalogue.",
-    "The blue T-shirt is available in sizes small, medium and large.",
-    "Your new seat is 14C, an aisle seat near the front.",
-    "The store opens at ten and closes at six on weekends.",
-    "I transferred you to a human agent who can assist further.",
-    "The laptop comes with a two-year warranty.",
-    "Your subscription renews on the first of every month.",
-    "The weather in Denver is expected to be sunny tomorrow.",
-    "I cancelled the order and the refund will arrive in five days.",
-    "Is there anything else I can help you with?",
-    "The headphones are wireless and have noise cancellation.",
-    "Your account email has been changed successfully.",
-    "The train to Chicago leaves from platform four.",
-    "We have three colours in stock: red, green and black.",
-]
 HELD_OUT = 3  # paraphrases per behaviour kept out of clustering, to be found by similarity
 BACKGROUND = 300  # real sentences of the demo pair around the paraphrases, as in a study
 

@@ -114,7 +114,7 @@ def extract(
     sae = _concept_sae(store, config, embedder, texts, vectors, settings, device, seed, progress, metrics)
     d_sae = int(sae.cfg.d_sae)
     cluster = np.sort(rng.permutation(len(texts))[:CLUSTER_SAMPLE])
-    groups = find_groups(vectors[cluster], rng, concepts=_concept_rows(sae, vectors[cluster], settings))
+    groups = find_groups(vectors[cluster], rng, concepts=concept_rows(sae, vectors[cluster], settings))
     metrics.update(concept_width=d_sae, groups=groups.n_groups, group_sample=len(cluster))
     store.execute(f"CREATE TABLE {staging}.{_ACTS} (text_hash VARCHAR, feature_id BIGINT, activation FLOAT)")
     _score(store, staging, embedder, sae, groups, base, settings, progress)
@@ -205,7 +205,7 @@ def _concept_sae(
     return trained.sae
 
 
-def _concept_rows(sae: SAE, vectors: np.ndarray, settings: FeatureSettings) -> list[np.ndarray]:
+def concept_rows(sae: SAE, vectors: np.ndarray, settings: FeatureSettings) -> list[np.ndarray]:
     """Per concept latent, the rows of `vectors` it fires on."""
     rows, latents = [], []
     for row, latent, _ in concept_codes(sae, vectors, settings.encode_tokens):
