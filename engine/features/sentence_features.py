@@ -101,8 +101,13 @@ def extract(
     run_id: str,
     metrics: dict[str, Any],
 ) -> int:
-    """Stage concept and group features with ids from `base`; returns the next free id."""
+    """Stage the sentences, and (unless `--no-sentence-features`) concept and group features with ids from
+    `base`; returns the next free id. Sentences are always written: they are cheap and other stages read them."""
     started = time.perf_counter()
+    metrics["sentences"] = write_sentences(store, staging, checkpoints, progress)
+    metrics["split_seconds"] = round(time.perf_counter() - started, 2)
+    if not config.sentence_features or not metrics["sentences"]:
+        return base
     embedder = SentenceEmbedder(spec, device, side_dir(store.path) / "sentences", settings, progress)
     texts, kinds = _discovery_sentences(store, staging, rng)
     if len(texts) < MIN_SENTENCES and not config.concept_sae:

@@ -157,8 +157,8 @@ def extract(
                     metrics,
                 )
                 base = _write_structural(store, staging, base, checkpoints, settings, record.run_id, metrics)
-                _write_sentence_features(store, staging, base, checkpoints, config, spec, device, settings, rng,
-                                         progress, record.run_id, metrics)  # fmt: skip
+                sentence_features.extract(store, staging, base, checkpoints, config, spec, device, settings, rng,
+                                          progress, record.run_id, metrics)  # fmt: skip
                 written = _publish(store, staging)
             metrics["cache_bytes"] = cache.size_bytes()
             metrics["seconds"] = round(time.perf_counter() - started, 2)
@@ -594,31 +594,3 @@ def _write_structural(
     )
     metrics.update(structural_features=len(names), structural_segment_features=len(segment_ids))
     return base + len(names)
-
-
-# -- 5. sentences, concepts, behaviour groups ----------------------------------------------------------------
-
-
-def _write_sentence_features(
-    store: Store,
-    staging: str,
-    base: int,
-    checkpoints: list[str | None],
-    config: AnalyzeConfig,
-    spec: ReaderSpec,
-    device: str,
-    settings: FeatureSettings,
-    rng: np.random.Generator,
-    progress: Progress,
-    run_id: str,
-    metrics: dict[str, Any],
-) -> None:
-    """Sentences always (they are cheap and other stages read them); concept and group features unless
-    `--no-sentence-features` (`engine.features.sentence_features`)."""
-    started = time.perf_counter()
-    metrics["sentences"] = sentence_features.write_sentences(store, staging, checkpoints, progress)
-    metrics["split_seconds"] = round(time.perf_counter() - started, 2)
-    if config.sentence_features and metrics["sentences"]:
-        sentence_features.extract(
-            store, staging, base, checkpoints, config, spec, device, settings, rng, progress, run_id, metrics
-        )
