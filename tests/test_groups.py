@@ -89,13 +89,15 @@ def test_a_concept_covering_two_groups_merges_them_only_when_they_agree() -> Non
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
     a, b, c = around(axis[0], 6), around(axis[0] + 0.4 * axis[1], 6), around(axis[2], 6)
-    vectors = np.concatenate([a, b, c])
+    rest = around(axis[5], 400)  # the rest of the study
+    vectors = np.concatenate([a, b, c, rest])
     members = [np.arange(0, 6), np.arange(6, 12), np.arange(12, 18)]
-    bridge = [np.arange(0, 18)]  # one concept fires on all three groups
+    bridge = [np.arange(0, 18)]  # one specific concept fires on all three groups
     merged = merge_groups(vectors, members, bridge)
     sizes = sorted(len(m) for m in merged)
     assert sizes == [6, 12]  # a and b agree (centroids alike) and merge; c says something else
     assert len(merge_groups(vectors, members, [])) == 3
+    assert len(merge_groups(vectors, members, [np.arange(0, 200)])) == 3  # a broad concept merges nothing
 
 
 def test_the_threshold_separates_members_from_the_rest() -> None:

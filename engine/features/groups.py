@@ -4,9 +4,10 @@
    components (hdbscan's cost grows steeply with the dimension: 384 dimensions took 7x longer than 32 on the
    demo's 6,355 sentences; and density in 384 dimensions found no paraphrase set at all where 16 found most:
    `bench/groups.py`), are clustered by hdbscan with leaf selection (fine groups; eom measured against it).
-2. Merge: two groups are one behaviour when one concept feature fires on at least MERGE_OVERLAP of the members
-   of each, and their centroids are at least MERGE_SIMILARITY alike (a concept that fires on half of
-   everything, or two groups it bridges that say unrelated things, do not merge).
+2. Merge: two groups are one behaviour when one specific concept feature (firing on at most
+   MERGE_CONCEPT_SHARE of the sample) fires on at least MERGE_OVERLAP of the members of each, and their
+   centroids are at least MERGE_SIMILARITY alike (a broad concept, or two groups it bridges that say
+   unrelated things, do not merge).
 3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
    largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
    clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR.
@@ -31,7 +32,8 @@ MIN_SAMPLES = 3
 EXEMPLARS = 8  # members per group kept to score sentences against
 FLOOR = 0.4  # no group fires below this cosine (MiniLM: unrelated sentences ~0.1, paraphrases ~0.35 on average)
 MERGE_OVERLAP = 0.5
-MERGE_SIMILARITY = 0.5
+MERGE_SIMILARITY = 0.7  # 0.5 merged 76 groups into 3 on bench/groups.py: a concept bridges too much
+MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this share of the sample) merges
 MAX_GROUP_SHARE = 0.2  # a "group" holding more than this share of the sample is no behaviour: dropped
 
 Selection = Literal["leaf", "eom"]
@@ -118,6 +120,8 @@ def merge_groups(vectors: np.ndarray, members: list[np.ndarray], concepts: list[
         owner[rows] = g
     sizes = np.array([len(m) for m in members])
     for rows in concepts:
+        if len(rows) > MERGE_CONCEPT_SHARE * len(vectors):
+            continue
         hit = owner[rows]
         counts = np.bincount(hit[hit >= 0], minlength=len(members))
         covered = np.flatnonzero(counts >= MERGE_OVERLAP * sizes)
