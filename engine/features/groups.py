@@ -4,7 +4,7 @@
    components (hdbscan's cost grows steeply with the dimension: 384 dimensions took 7x longer than 32 on the
    demo's 6,355 sentences; and density in 384 dimensions found no paraphrase set at all where 16 found most:
    `bench/groups.py`), are clustered by hdbscan with leaf selection (fine groups; eom measured against it).
-2. Merge: two groups are one behaviour when one specific concept feature (firing on at most
+2. Merge (off by default, MERGE): two groups are one behaviour when one specific concept feature (firing on at most
    MERGE_CONCEPT_SHARE of the sample) fires on at least MERGE_OVERLAP of the members of each, and their
    centroids are at least MERGE_SIMILARITY alike (a broad concept, or two groups it bridges that say
    unrelated things, do not merge).
@@ -31,6 +31,9 @@ MIN_CLUSTER = 5  # hdbscan min_cluster_size: a behaviour said at least this many
 MIN_SAMPLES = 3
 EXEMPLARS = 8  # members per group kept to score sentences against
 FLOOR = 0.4  # no group fires below this cosine (MiniLM: unrelated sentences ~0.1, paraphrases ~0.35 on average)
+# Merging is off in the pipeline: measured, it never recovered more (bench/groups.py) and on the demo pair it
+# collapsed 179 groups into 4 (docs/concepts.md). `find_groups(..., merge=True)` keeps it for measurement.
+MERGE = False
 MERGE_OVERLAP = 0.5
 MERGE_SIMILARITY = 0.7  # 0.5 merged 76 groups into 3 on bench/groups.py: a concept bridges too much
 MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this share of the sample) merges
@@ -74,7 +77,7 @@ def find_groups(
     *,
     concepts: list[np.ndarray] | None = None,
     selection: Selection = "leaf",
-    merge: bool = True,
+    merge: bool = MERGE,
     threshold: float | None = None,
 ) -> GroupModel:
     """Groups of the (already sampled) L2-normalised `vectors`. `concepts`: per concept feature, the rows it
