@@ -138,6 +138,8 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
     given = [name for name, value in sae_options.items() if value is not None]
     if given and args.sae != "train":
         raise InputError(f"{', '.join(given)}: only with --sae train (the SAE given by --sae {args.sae} has its size)")
+    if args.concept_sae and args.no_sentence_features:
+        raise InputError("--concept-sae: not with --no-sentence-features (there are no concept features then)")
     if args.sae_width is not None and args.sae_k is not None and args.sae_k > args.sae_width:
         raise InputError(f"--sae-k {args.sae_k}: more active latents than the {args.sae_width} of --sae-width")
     return AnalyzeConfig(
@@ -156,6 +158,8 @@ def _analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
         max_cost=args.max_cost,
         permutations=args.permutations,
         where=args.where,
+        sentence_features=not args.no_sentence_features,
+        concept_sae=args.concept_sae,
     )
 
 
@@ -465,6 +469,12 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
         metavar="EXPR",
         help="study only rollouts matching this DuckDB expression over rollout columns, e.g. 'NOT timed_out'",
     )
+    group.add_argument(
+        "--no-sentence-features",
+        action="store_true",
+        help="no concept or behaviour-group features (sentence embeddings); see docs/concepts.md",
+    )
+    group.add_argument("--concept-sae", metavar="PATH", help="concept SAE folder (sae-lens) instead of training one")
 
 
 def build_parser() -> argparse.ArgumentParser:

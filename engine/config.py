@@ -30,6 +30,8 @@ class AnalyzeConfig:
     permutations: int = 2000
     fdr: float = 0.05
     where: str | None = None  # DuckDB expression over rollout columns: the rollouts studied (engine.strata)
+    sentence_features: bool = True  # concept and behaviour-group features over sentence embeddings
+    concept_sae: str | None = None  # a concept SAE folder (sae-lens) instead of training one
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -253,6 +253,19 @@ def _features(size: FixtureSize, rng: np.random.Generator, hostile: bool) -> pl.
     return pl.DataFrame(rows)
 
 
+def _sentences(segments: pl.DataFrame) -> pl.DataFrame:
+    """The sentences of the text and reasoning segments, as the features stage writes them."""
+    from engine.features.sentences import split_sentences
+
+    rows = [
+        {"segment_id": sid, "sentence_index": i, "char_start": a, "char_end": b, "text": text[a:b]}
+        for sid, kind, text in segments.select("segment_id", "kind", "text").iter_rows()
+        if kind in ("text", "reasoning")
+        for i, (a, b) in enumerate(split_sentences(text))
+    ]
+    return pl.DataFrame(rows).with_row_index("sentence_id").cast({"sentence_id": pl.Int64})
+
+
 def _bh(p: np.ndarray) -> np.ndarray:
     order = np.argsort(p)
     ranked = p[order] * len(p) / np.arange(1, len(p) + 1)
@@ -501,6 +514,7 @@ def build_store(path: str | Path, size: FixtureSize = FixtureSize(), *, seed: in
         store.append("rollouts", rollouts)
         store.append("messages", pl.DataFrame(message_rows, infer_schema_length=None))
         store.append("segments", segments)
+        store.append("sentences", _sentences(segments))
         store.append("features", features)
         store.append("segment_features", segment_features)
         store.append("feature_examples", _examples(features, segments, rollouts, rng))

@@ -46,7 +46,8 @@ def test_fills_features_segment_features_and_examples(study: Path, reader: Path)
     with Store(study) as store:
         written = extract(store, reader)
         counts = {
-            t: store.scalar(f"SELECT count(*) FROM {t}") for t in ("features", "segment_features", "feature_examples")
+            t: store.scalar(f"SELECT count(*) FROM {t}")
+            for t in ("features", "segment_features", "feature_examples", "sentences")
         }
         assert written == sum(counts.values()) and all(counts.values())
         features = store.frame("SELECT * FROM features")

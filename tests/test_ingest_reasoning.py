@@ -167,6 +167,7 @@ def test_a_version_1_store_is_migrated_to_the_current_schema(tmp_path: Path) -> 
         for column in ("family", "pooled_before", "pooled_after", "min_p"):  # added by version 3
             store.execute(f"ALTER TABLE feature_deltas DROP COLUMN {column}")
         store.execute("DROP TABLE heldout_tests")
+        store.execute("DROP TABLE sentences")  # added by version 4
         store.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with Store(path) as store:
         columns = {r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE rollouts)").fetchall()}
@@ -174,4 +175,5 @@ def test_a_version_1_store_is_migrated_to_the_current_schema(tmp_path: Path) -> 
         deltas = {r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE feature_deltas)").fetchall()}
         assert {"family", "pooled_before", "pooled_after", "min_p"} <= deltas
         assert store.scalar("SELECT count(*) FROM heldout_tests") == 0
+        assert store.scalar("SELECT count(*) FROM sentences") == 0
         assert store.scalar("SELECT value FROM meta WHERE key = 'schema_version'") == str(SCHEMA_VERSION)

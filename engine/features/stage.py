@@ -8,7 +8,9 @@
    `segment_features` (non-zero only). Thresholds, top examples, per-token activations and labels follow
    from SQL over what was written.
 4. Structural features from the rollouts' structure (`engine.features.structural`).
-All writes happen in one transaction that first removes the previous SAE and structural features.
+5. Sentences of text and reasoning segments, and (unless `--no-sentence-features`) concept and behaviour-group
+   features over their embeddings (`engine.features.sentence_features`, docs/concepts.md).
+All writes happen in one transaction that first removes the previous features of these sources and sentences.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import pyarrow as pa
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
-from engine.features import structural
+from engine.features import sentence_features, structural
 from engine.features.cache import ActivationCache, side_dir
 from engine.features.encode import gather, segment_maxima, token_activations
 from engine.features.inputs import INPUT_FORMAT
@@ -96,6 +98,8 @@ def extract(
         "settings": settings.as_dict(),
         "version": VERSION,
         "input_format": INPUT_FORMAT,
+        "sentence_features": config.sentence_features,
+        "concept_sae": config.concept_sae,
     }
     input_hash = store.scalar(
         "SELECT coalesce(sha256(string_agg(s.segment_id::VARCHAR || ':' || s.content_hash || ':' || r.checkpoint "
@@ -152,7 +156,9 @@ def extract(
                     record.run_id,
                     metrics,
                 )
-                _write_structural(store, staging, base, checkpoints, settings, record.run_id, metrics)
+                base = _write_structural(store, staging, base, checkpoints, settings, record.run_id, metrics)
+                sentence_features.extract(store, staging, base, checkpoints, config, spec, device, settings, rng,
+                                          progress, record.run_id, metrics)  # fmt: skip
                 written = _publish(store, staging)
             metrics["cache_bytes"] = cache.size_bytes()
             metrics["seconds"] = round(time.perf_counter() - started, 2)
@@ -334,8 +340,9 @@ def _training_sample(cache: ActivationCache, segments: pl.DataFrame, cap: int, s
 # -- 3. encode, examples, labels -----------------------------------------------------------------------------
 
 
-_OUTPUTS = ("features", "segment_features", "feature_examples")
-_OURS = "SELECT feature_id FROM features WHERE source IN ('sae', 'structural')"
+_OUTPUTS = ("features", "segment_features", "feature_examples", "sentences")
+_SOURCES = "('sae', 'structural', 'concept', 'group')"
+_OURS = f"SELECT feature_id FROM features WHERE source IN {_SOURCES}"
 
 
 def _first_free_id(store: Store) -> int:
@@ -351,7 +358,8 @@ def _publish(store: Store, staging: str) -> int:
         invalidate_downstream(store, STAGE)
         store.scalar(f"DELETE FROM segment_features WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM feature_examples WHERE feature_id IN ({_OURS})")
-        store.scalar("DELETE FROM features WHERE source IN ('sae', 'structural')")
+        store.scalar(f"DELETE FROM features WHERE source IN {_SOURCES}")
+        store.scalar("DELETE FROM sentences")
         for table in _OUTPUTS:
             written += store.scalar(f"INSERT INTO main.{table} BY NAME SELECT * FROM {staging}.{table}")
     return written
@@ -539,8 +547,9 @@ def _write_structural(
     settings: FeatureSettings,
     run_id: str,
     metrics: dict[str, Any],
-) -> None:
-    """Stage structural features with ids from `base`, computed a block of rollouts at a time."""
+) -> int:
+    """Stage structural features with ids from `base`, computed a block of rollouts at a time; returns the
+    next free id."""
     keys = [k for (k,) in store.execute(
         "SELECT rollout_key FROM rollouts WHERE checkpoint IN (?, ?) ORDER BY rollout_key", checkpoints
     ).fetchall()]  # fmt: skip
@@ -590,3 +599,4 @@ def _write_structural(
         [base, settings.top_examples],
     )
     metrics.update(structural_features=len(names), structural_segment_features=len(segment_ids))
+    return base + len(names)

@@ -170,7 +170,8 @@ class StudyTools:
         ] = None,
         direction: Annotated[Direction | None, Field(description="only features that became more/less common")] = None,
         source: Annotated[
-            Literal["sae", "structural"] | None, Field(description="SAE latents or structural features")
+            Literal["sae", "structural", "concept", "group"] | None,
+            Field(description="token-SAE latents, structural features, sentence concepts or behaviour groups"),
         ] = None,
         max_q: Annotated[float | None, Field(ge=0, le=1, description="only rows with q_value <= this")] = None,
         search: Annotated[str, Field(max_length=200, description="case-insensitive text in label or name")] = "",
@@ -207,7 +208,8 @@ class StudyTools:
     ) -> str:
         """One feature: label, explanation, top n-grams, its deltas for every segment kind (with rollout rates,
         sample sizes and association with reward), per-task prevalences, its clusters, and its top-activating
-        segments from each checkpoint (segment_id, rollout_key, text and the peak-activation span)."""
+        segments from each checkpoint (segment_id, rollout_key, text and the peak-activation span; for concept
+        and group features, `sentence` is the sentence the example fired on)."""
         with self.access.reading() as s:
             detail = queries.feature_detail(s.con, feature_id, examples_per_checkpoint)
         if detail is None:
@@ -221,6 +223,7 @@ class StudyTools:
                     "rank": e.rank,
                     "activation": e.activation,
                     "peak": e.segment.text[peak[0] : peak[1]] if peak else None,
+                    "sentence": queries.example_sentence(detail.source, e),
                 }
             )
         return to_json(

@@ -7,11 +7,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.store import Store, queries
-from engine.store.queries import ClusterRow, DeltaFilter, DeltaRow, HypothesisExample, HypothesisRow, StudySummary
+from engine.store.queries import (
+    ClusterRow,
+    DeltaFilter,
+    DeltaRow,
+    HypothesisExample,
+    HypothesisRow,
+    SentenceFeature,
+    StudySummary,
+)
 
 TOP_DELTAS = 15
 TOP_CLUSTERS = 10
 EXAMPLES = 2
+TOP_SENTENCE_FEATURES = 8
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,7 @@ class ReportContent:
     clusters: list[ClusterRow]
     stage_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     llm_cost: float = 0.0
+    sentence_features: list[SentenceFeature] = field(default_factory=list)  # concepts and groups, with sentences
 
 
 def gather(store: Store) -> ReportContent:
@@ -46,6 +56,7 @@ def gather(store: Store) -> ReportContent:
         clusters=queries.clusters(con)[:TOP_CLUSTERS],
         stage_configs=configs,
         llm_cost=float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_cache").fetchone()[0]),
+        sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
     )
 
 

@@ -81,6 +81,15 @@ def render_html(content: ReportContent) -> str:
             f"<td>{pct(d.prevalence_after)}</td><td>{pts(d.delta)}</td>"
             f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td></tr>"
         )
+    if content.sentence_features:
+        parts.append("</table><h2>Concepts and behaviour groups: their sentences</h2><ul>")
+        for f in content.sentence_features:
+            sentences = "".join(f"<li>{h(t)}</li>" for t in f.sentences)
+            parts.append(
+                f"<li><b>{h(f.label)}</b> ({h(f.source)}, {h(f.kind)}): {pts(f.delta)} pts, q {q_text(f.q_value)}"
+                f"<ul>{sentences}</ul></li>"
+            )
+        parts.append("</ul><table>")
     parts.append(
         "</table><h2>Clusters</h2><table><tr><th>cluster</th><th>label</th><th>kind</th><th>size</th>"
         "<th>delta (pts)</th><th>q</th></tr>"

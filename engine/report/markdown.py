@@ -100,6 +100,11 @@ def render_markdown(content: ReportContent) -> str:
             f"{pct(d.prevalence_after)} | "
             f"{pts(d.delta)} | [{pts(d.ci_low)}, {pts(d.ci_high)}] | {q_text(d.q_value)} |"
         )
+    if content.sentence_features:
+        out += ["", "## Concepts and behaviour groups: their sentences", ""]
+        for f in content.sentence_features:
+            out.append(f"- **{md(f.label, 200)}** ({f.source}, {f.kind}): {pts(f.delta)} pts, q {q_text(f.q_value)}")
+            out += [f"  - {md(t, 200)}" for t in f.sentences]
     out += ["", "## Clusters", "", "| cluster | label | kind | size | delta (pts) | q |", "|---|---|---|---|---|---|"]
     for c in content.clusters:
         out.append(

@@ -193,7 +193,7 @@ class DeltaFilter:
 
     kind: str | None = None
     direction: Literal["increase", "decrease"] | None = None
-    source: Literal["sae", "structural"] | None = None
+    source: Literal["sae", "structural", "concept", "group"] | None = None
     max_q: float | None = None
     tested_only: bool = True
     search: str = ""
@@ -870,3 +870,53 @@ def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
         hypotheses_by_status=statuses,
         decisions=decisions,
     )
+
+
+# -- sentence features (concepts, behaviour groups; docs/concepts.md) -----------------------------------------
+
+SENTENCE_SOURCES = frozenset({"concept", "group"})  # features whose examples and labels are sentences
+SENTENCES_SHOWN = 5
+
+
+def example_sentence(source: str, example: FeatureExample) -> str | None:
+    """The sentence a concept or group example fired on (its one span), None for other sources."""
+    if source not in SENTENCE_SOURCES or not example.tokens:
+        return None
+    start, end, _ = example.tokens[0]
+    return example.segment.text[start:end]
+
+
+@dataclass(frozen=True)
+class SentenceFeature:
+    """A tested concept or group feature with its strongest discovery sentences."""
+
+    feature_id: int
+    source: str
+    label: str
+    kind: str
+    delta: float | None
+    q_value: float | None
+    sentences: list[str]
+
+
+def sentence_features(con: Connection, limit: int = 10) -> list[SentenceFeature]:
+    """Concept and group features with the strongest tested changes (lowest q, then largest change)."""
+    rows = _rows(
+        con,
+        "SELECT f.feature_id, f.source, f.label, f.snippets, d.kind, d.delta, d.q_value FROM feature_deltas d "
+        "JOIN features f USING (feature_id) WHERE f.source IN ('concept', 'group') AND d.tested "
+        "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST LIMIT ?",
+        [limit],
+    )
+    return [
+        SentenceFeature(
+            feature_id=int(r["feature_id"]),
+            source=r["source"],
+            label=r["label"],
+            kind=r["kind"],
+            delta=r["delta"],
+            q_value=r["q_value"],
+            sentences=[str(t) for t in (_json(r["snippets"]) or [])][:SENTENCES_SHOWN],
+        )
+        for r in rows
+    ]

@@ -1,4 +1,4 @@
--- rldiff study store, schema version 3.
+-- rldiff study store, schema version 4.
 -- THE schema: every table a user, the TUI, the MCP server or a report may query. Names and meanings of the
 -- contract columns are fixed (DESIGN.md §4); later versions only add. Applied by engine.store.Store on open.
 
@@ -80,7 +80,7 @@ CREATE TABLE IF NOT EXISTS segments (
 -- Features: SAE latents and deterministic structural features.
 CREATE TABLE IF NOT EXISTS features (
     feature_id   BIGINT PRIMARY KEY,
-    source       VARCHAR NOT NULL,         -- 'sae' | 'structural'
+    source       VARCHAR NOT NULL,         -- 'sae' | 'structural' | 'concept' | 'group' (docs/concepts.md)
     name         VARCHAR NOT NULL UNIQUE,  -- stable key: 'sae:123', 'tool:get_order', ...
     label        VARCHAR NOT NULL,         -- readable, offline
     explanation  VARCHAR,                  -- LLM-written, when an LLM is configured
@@ -221,6 +221,17 @@ CREATE TABLE IF NOT EXISTS user_labels (
     label          BOOLEAN NOT NULL,
     created_at     TIMESTAMP NOT NULL,
     PRIMARY KEY (hypothesis_id, segment_id)
+);
+
+-- Sentences of text and reasoning segments (schema version 2; docs/concepts.md). Tool calls have none: a tool
+-- call is one unit. Spans are trimmed character offsets into segments.text; rewritten by each features run.
+CREATE TABLE IF NOT EXISTS sentences (
+    sentence_id     BIGINT PRIMARY KEY,
+    segment_id      BIGINT NOT NULL,
+    sentence_index  INTEGER NOT NULL,      -- position within the segment, from 0
+    char_start      INTEGER NOT NULL,      -- [char_start, char_end) into segments.text
+    char_end        INTEGER NOT NULL,
+    text            VARCHAR NOT NULL
 );
 
 -- What each pipeline stage finished, with what configuration: a re-run skips finished work.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Bytes 8-11 of every DuckDB database file (after an 8-byte checksum).
 _DUCKDB_MAGIC = (8, b"DUCK")
 _STAGING = ".{}.staging-"  # prefix of the scratch databases `Store.staging` makes beside the store
@@ -43,6 +43,8 @@ MIGRATIONS: dict[int, str] = {
     3: _add_columns("feature_deltas", "family VARCHAR, pooled_before DOUBLE, pooled_after DOUBLE, min_p DOUBLE")
     + "CREATE TABLE IF NOT EXISTS heldout_tests (statement VARCHAR NOT NULL, spec VARCHAR NOT NULL, "
     "p_value DOUBLE, tested_at TIMESTAMP NOT NULL, PRIMARY KEY (statement, spec));",
+    4: "CREATE TABLE IF NOT EXISTS sentences (sentence_id BIGINT PRIMARY KEY, segment_id BIGINT NOT NULL, "
+    "sentence_index INTEGER NOT NULL, char_start INTEGER NOT NULL, char_end INTEGER NOT NULL, text VARCHAR NOT NULL);",
 }
 
 

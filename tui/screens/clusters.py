@@ -13,6 +13,7 @@ from tui import keymap
 from tui.messages import ClusterMembersLoaded, ClustersLoaded
 from tui.numbers import pct, pvalue
 from tui.screens.base import RldiffScreen
+from tui.screens.deltas import SOURCE_SHORT
 from tui.widgets.columns import Columns
 from tui.widgets.delta_bar import bar_column_width, delta_bar
 from tui.widgets.row_table import RowTable
@@ -120,7 +121,7 @@ class ClustersScreen(RldiffScreen):
         for m in self._members:
             table.add_row(
                 one_line(m.label, width),
-                Text("sae" if m.source == "sae" else "str", style="dim"),
+                Text(SOURCE_SHORT.get(m.source, m.source[:3]), style="dim"),
                 Text("" if m.membership is None else f"{m.membership:.2f}"),
                 Text(pct(m.prevalence_before)),
                 Text(pct(m.prevalence_after)),

@@ -27,7 +27,17 @@ if TYPE_CHECKING:
 KINDS = (None, *SEGMENT_KINDS, "any")
 KIND_SHORT = {"reasoning": "reas", "text": "text", "tool_call": "tool", "any": "any"}
 DIRECTIONS = (None, "increase", "decrease")
-SOURCES = (None, "sae", "structural")
+SOURCES = (None, "sae", "structural", "concept", "group")
+SOURCE_SHORT = {"sae": "sae", "structural": "str", "concept": "con", "group": "grp"}
+
+
+def _source_or_family(row: DeltaRow) -> str:
+    """The testing family (its q is within it: str, sae, con, lex, rol), or con/grp for sentence features."""
+    if row.source in ("concept", "group"):
+        return SOURCE_SHORT[row.source]
+    return (row.family or row.source)[:3]
+
+
 # (label, max_q, tested_only)
 Q_FILTERS = (("tested", None, True), ("q≤0.05", 0.05, True), ("q≤0.01", 0.01, True), ("all", None, False))
 SORTS = (("q", "q"), ("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("label", "label"))
@@ -115,7 +125,7 @@ class DeltasScreen(RldiffScreen):
         return [
             one_line(row.label, self._label_width),
             Text(KIND_SHORT.get(row.kind, row.kind[:4])),
-            Text((row.family or row.source)[:3], style="dim"),  # testing family: str, sae, con, lex, rol
+            Text(_source_or_family(row), style="dim"),
             Text(pct(row.prevalence_before), justify="right"),
             Text(pct(row.prevalence_after), justify="right"),
             delta_bar(row.delta, self._scale, palette, bar_column_width(self.app.size.width)),

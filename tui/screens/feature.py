@@ -186,8 +186,10 @@ class FeatureScreen(RldiffScreen):
         if detail.explanation:
             title.append("\n")
             title.append_text(safe(detail.explanation, max_chars=300))
-        if detail.top_ngrams:
-            title.append("\nn-grams: ", style="dim")
+        from engine.store.queries import SENTENCE_SOURCES  # the store loads in the worker, not at import
+
+        if detail.top_ngrams:  # concept and group features: distinctive words of their sentences
+            title.append("\nwords: " if detail.source in SENTENCE_SOURCES else "\nn-grams: ", style="dim")
             title.append_text(one_line(" · ".join(detail.top_ngrams[:8]), 160))
         head.update(title)
         self.query_one("#feature-stats", Static).update(stats_table(detail, palette))

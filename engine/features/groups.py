@@ -1,0 +1,172 @@
+"""Behaviour groups: sentences that mean the same thing, found by density clustering of sentence embeddings.
+
+1. Cluster: up to CLUSTER_SAMPLE distinct discovery sentences, projected on their first PCA_DIMS principal
+   components (hdbscan's cost grows steeply with the dimension: 384 dimensions took 7x longer than 32 on the
+   demo's 6,355 sentences; and density in 384 dimensions found no paraphrase set at all where 16 found most:
+   `bench/groups.py`), are clustered by hdbscan with leaf selection (fine groups; eom measured against it).
+2. Merge (off by default, MERGE): two groups are one behaviour when one specific concept feature (firing on at most
+   MERGE_CONCEPT_SHARE of the sample) fires on at least MERGE_OVERLAP of the members of each, and their
+   centroids are at least MERGE_SIMILARITY alike (a broad concept, or two groups it bridges that say
+   unrelated things, do not merge).
+3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
+   largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
+   clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR.
+   The same rule scores every sentence of both splits, so a held-out segment is scored exactly as a
+   discovery segment with the same text (membership itself is not used: it exists for the sample only).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+CLUSTER_SAMPLE = 6000  # discovery sentences clustered at most (the rest are scored by similarity)
+PCA_DIMS = 16
+MIN_CLUSTER = 5  # hdbscan min_cluster_size: a behaviour said at least this many times
+MIN_SAMPLES = 3
+EXEMPLARS = 8  # members per group kept to score sentences against
+FLOOR = 0.4  # no group fires below this cosine (MiniLM: unrelated sentences ~0.1, paraphrases ~0.35 on average)
+# Merging is off in the pipeline: measured, it never recovered more (bench/groups.py) and on the demo pair it
+# collapsed 179 groups into 4 (docs/concepts.md). `find_groups(..., merge=True)` keeps it for measurement.
+MERGE = False
+MERGE_OVERLAP = 0.5
+MERGE_SIMILARITY = 0.7  # 0.5 merged 76 groups into 3 on bench/groups.py: a concept bridges too much
+MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this share of the sample) merges
+MAX_GROUP_SHARE = 0.2  # a "group" holding more than this share of the sample is no behaviour: dropped
+
+Selection = Literal["leaf", "eom"]
+
+
+@dataclass(frozen=True)
+class GroupModel:
+    """Exemplar embeddings of every group (rows grouped by owner), and each group's threshold."""
+
+    exemplars: np.ndarray  # float32 [m, d], L2-normalised
+    owner: np.ndarray  # int64 [m], group of each exemplar row, non-decreasing
+    thresholds: np.ndarray  # float32 [groups]
+    exemplar_rows: list[np.ndarray]  # per group, rows of the clustered sample used as exemplars
+    members: list[np.ndarray]  # per group, rows of the clustered sample in it
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.thresholds)
+
+    def similarity(self, vectors: np.ndarray) -> np.ndarray:
+        """float32 [n, groups]: each row's largest cosine similarity to each group's exemplars."""
+        if self.n_groups == 0:
+            return np.zeros((len(vectors), 0), dtype=np.float32)
+        sims = vectors @ self.exemplars.T
+        starts = np.flatnonzero(np.r_[True, self.owner[1:] != self.owner[:-1]])
+        return np.maximum.reduceat(sims, starts, axis=1)
+
+    def fire(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, group, similarity) for every row at or above a group's threshold."""
+        sims = self.similarity(vectors)
+        row, group = np.nonzero(sims >= self.thresholds[None, :])
+        return row, group, sims[row, group]
+
+
+def find_groups(
+    vectors: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    concepts: list[np.ndarray] | None = None,
+    selection: Selection = "leaf",
+    merge: bool = MERGE,
+    threshold: float | None = None,
+) -> GroupModel:
+    """Groups of the (already sampled) L2-normalised `vectors`. `concepts`: per concept feature, the rows it
+    fires on (for merging). `threshold` fixes every group's threshold instead of choosing it by F1."""
+    import hdbscan
+
+    n = len(vectors)
+    if n < 2 * MIN_CLUSTER:
+        return _model(vectors, [], threshold)
+    reduced = _project(vectors, rng)
+    labels = hdbscan.HDBSCAN(
+        min_cluster_size=MIN_CLUSTER, min_samples=MIN_SAMPLES, cluster_selection_method=selection
+    ).fit_predict(reduced)
+    members = [np.flatnonzero(labels == g) for g in range(int(labels.max()) + 1)]
+    members = [m for m in members if len(m) <= MAX_GROUP_SHARE * n]
+    if merge and concepts:
+        members = merge_groups(vectors, members, concepts)
+    return _model(vectors, members, threshold)
+
+
+def _project(vectors: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    from sklearn.decomposition import PCA
+
+    dims = min(PCA_DIMS, vectors.shape[1], len(vectors) - 1)
+    if dims >= vectors.shape[1]:
+        return vectors
+    return PCA(dims, random_state=int(rng.integers(2**31 - 1))).fit_transform(vectors)
+
+
+def merge_groups(vectors: np.ndarray, members: list[np.ndarray], concepts: list[np.ndarray]) -> list[np.ndarray]:
+    """Union of groups bridged by a concept feature that covers most of each, when their centroids agree."""
+    parent = list(range(len(members)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    centroids = np.stack([_unit(vectors[m].mean(0)) for m in members]) if members else np.zeros((0, 1))
+    owner = np.full(len(vectors), -1)
+    for g, rows in enumerate(members):
+        owner[rows] = g
+    sizes = np.array([len(m) for m in members])
+    for rows in concepts:
+        if len(rows) > MERGE_CONCEPT_SHARE * len(vectors):
+            continue
+        hit = owner[rows]
+        counts = np.bincount(hit[hit >= 0], minlength=len(members))
+        covered = np.flatnonzero(counts >= MERGE_OVERLAP * sizes)
+        for a in covered:
+            for b in covered:
+                if a < b and float(centroids[a] @ centroids[b]) >= MERGE_SIMILARITY:
+                    parent[root(int(b))] = root(int(a))
+    merged: dict[int, list[np.ndarray]] = {}
+    for g, rows in enumerate(members):
+        merged.setdefault(root(g), []).append(rows)
+    return [np.sort(np.concatenate(parts)) for parts in merged.values()]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def _model(vectors: np.ndarray, members: list[np.ndarray], fixed: float | None) -> GroupModel:
+    chosen = []
+    for rows in members:
+        centre = _unit(vectors[rows].mean(0))
+        order = np.argsort(-(vectors[rows] @ centre), kind="stable")
+        chosen.append(rows[order[:EXEMPLARS]])
+    dim = vectors.shape[1]
+    exemplars = np.concatenate([vectors[r] for r in chosen]) if chosen else np.zeros((0, dim), np.float32)
+    owner = np.concatenate([np.full(len(r), g) for g, r in enumerate(chosen)]) if chosen else np.zeros(0, int)
+    model = GroupModel(exemplars.astype(np.float32), owner, np.zeros(len(members), np.float32), chosen, members)
+    if fixed is not None:
+        thresholds = np.full(len(members), fixed, dtype=np.float32)
+    else:
+        sims = model.similarity(vectors)
+        thresholds = np.array([best_threshold(sims[:, g], rows) for g, rows in enumerate(members)], np.float32)
+    return GroupModel(model.exemplars, owner, thresholds, chosen, members)
+
+
+def best_threshold(similarity: np.ndarray, members: np.ndarray) -> float:
+    """The similarity that best separates `members` from the other rows (F1), at least FLOOR."""
+    is_member = np.zeros(len(similarity), dtype=bool)
+    is_member[members] = True
+    order = np.argsort(-similarity, kind="stable")
+    hits = np.cumsum(is_member[order])
+    fired = np.arange(1, len(order) + 1)
+    f1 = 2 * hits / (fired + len(members))
+    best = int(np.argmax(f1))
+    return max(FLOOR, float(similarity[order[best]]))

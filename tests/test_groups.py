@@ -1,0 +1,111 @@
+"""Behaviour groups on hand-made paraphrase sets, embedded by the packaged MiniLM: paraphrases land together,
+unrelated sentences do not, and held-out paraphrases fire the right group by similarity to its exemplars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.paraphrases import PARAPHRASES, UNRELATED
+from bench.sentences import sample_texts
+from engine.features.groups import FLOOR, best_threshold, find_groups, merge_groups
+from engine.features.reader import resolve_reader
+from engine.features.sentence_embed import SentenceEmbedder
+from engine.features.sentences import split_sentences
+from engine.features.settings import FeatureSettings
+from tests.factories_features import MINILM
+
+HELD_OUT = 3  # paraphrases per behaviour kept out of clustering, to be found by similarity
+BACKGROUND = 300  # real sentences of the demo pair around the paraphrases, as in a study
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, np.ndarray]:
+    spec = resolve_reader(str(MINILM), None, FeatureSettings())
+    embedder = SentenceEmbedder(spec, "cpu", tmp_path_factory.mktemp("cache"))
+    out = {name: embedder.embed(texts) for name, texts in PARAPHRASES.items()}
+    out["unrelated"] = embedder.embed(UNRELATED)
+    texts = sorted({t[a:b] for t in sample_texts(400) for a, b in split_sentences(t)})
+    out["background"] = embedder.embed(list(np.random.default_rng(0).permutation(texts)[:BACKGROUND]))
+    return out
+
+
+def _discovery(embedded: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    names = list(PARAPHRASES)
+    parts = [embedded[n][:-HELD_OUT] for n in names] + [
+        np.concatenate([embedded["unrelated"][:-5], embedded["background"]])
+    ]
+    truth = np.concatenate([np.full(len(p), i) for i, p in enumerate(parts[:-1])] + [np.full(len(parts[-1]), -1)])
+    return np.concatenate(parts), truth
+
+
+@pytest.mark.parametrize("selection", ["leaf", "eom"])
+def test_paraphrases_land_together_and_unrelated_sentences_do_not(
+    embedded: dict[str, np.ndarray], selection: str
+) -> None:
+    vectors, truth = _discovery(embedded)
+    model = find_groups(vectors, np.random.default_rng(0), selection=selection)  # type: ignore[arg-type]
+    assert model.n_groups >= 1
+    found = set()
+    for members in model.members:
+        behaviours = truth[members]
+        behaviour, count = np.unique(behaviours, return_counts=True)
+        top = behaviour[np.argmax(count)]
+        if top >= 0:  # a group of a planted behaviour holds little else
+            assert count.max() >= 0.6 * len(members), f"a mixed group: {behaviours}"
+            found.add(int(top))
+    assert found  # wide paraphrases are sparse for density clustering: bench/groups.py measures how many
+
+
+def test_held_out_paraphrases_fire_their_group_and_unrelated_text_fires_none(embedded: dict[str, np.ndarray]) -> None:
+    vectors, truth = _discovery(embedded)
+    model = find_groups(vectors, np.random.default_rng(0))
+    group_of = {}
+    for g, members in enumerate(model.members):
+        values, counts = np.unique(truth[members], return_counts=True)
+        group_of.setdefault(int(values[np.argmax(counts)]), set()).add(g)
+    assert group_of.keys() - {-1}, "no behaviour formed a group"
+    for i, name in enumerate(PARAPHRASES):
+        if i not in group_of:
+            continue
+        _, group, _ = model.fire(embedded[name][-HELD_OUT:])
+        assert set(group.tolist()) <= group_of[i]  # a paraphrase fires its own behaviour's group or none
+        own = [g for g in group_of[i] if g in set(range(model.n_groups))]
+        members = np.concatenate([model.members[g] for g in own])
+        row, fired, _ = model.fire(vectors[members])
+        assert len(set(row[np.isin(fired, own)].tolist())) >= 0.5 * len(members)  # members fire their group
+    _, group, _ = model.fire(embedded["unrelated"][-5:])
+    assert group.size == 0
+
+
+def test_a_concept_covering_two_groups_merges_them_only_when_they_agree() -> None:
+    rng = np.random.default_rng(0)
+    axis = np.eye(8, dtype=np.float32)
+
+    def around(v: np.ndarray, n: int) -> np.ndarray:
+        x = v + 0.05 * rng.standard_normal((n, 8)).astype(np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+    a, b, c = around(axis[0], 6), around(axis[0] + 0.4 * axis[1], 6), around(axis[2], 6)
+    rest = around(axis[5], 400)  # the rest of the study
+    vectors = np.concatenate([a, b, c, rest])
+    members = [np.arange(0, 6), np.arange(6, 12), np.arange(12, 18)]
+    bridge = [np.arange(0, 18)]  # one specific concept fires on all three groups
+    merged = merge_groups(vectors, members, bridge)
+    sizes = sorted(len(m) for m in merged)
+    assert sizes == [6, 12]  # a and b agree (centroids alike) and merge; c says something else
+    assert len(merge_groups(vectors, members, [])) == 3
+    assert len(merge_groups(vectors, members, [np.arange(0, 200)])) == 3  # a broad concept merges nothing
+
+
+def test_the_threshold_separates_members_from_the_rest() -> None:
+    similarity = np.array([0.95, 0.9, 0.85, 0.8, 0.4, 0.35, 0.3, 0.82])
+    assert best_threshold(similarity, np.array([0, 1, 2, 3])) == pytest.approx(0.8)
+    assert best_threshold(np.array([0.3, 0.2, 0.1]), np.array([0])) == FLOOR  # never below the floor
+
+
+def test_no_groups_in_too_few_sentences(tmp_path: Path) -> None:
+    model = find_groups(np.eye(4, dtype=np.float32), np.random.default_rng(0))
+    assert model.n_groups == 0 and model.fire(np.eye(4, dtype=np.float32))[0].size == 0
