@@ -10,6 +10,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -245,8 +246,9 @@ def parse(source: Source, fmt: str, score: str | None = None) -> Iterator[Item]:
     return _ADAPTERS[fmt](source)
 
 
-def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
-    """Canonical JSONL; with `dialect`, messages must use one vendor's shapes."""
+def json_lines(source: Source) -> Iterator[tuple[RecordReader, Any] | RecordError]:
+    """Each non-blank line of a JSON Lines source decoded, with its reader; a line that cannot be read or
+    decoded (not UTF-8, too long, bad JSON, non-finite numbers, too deep, lone surrogates) comes as its error."""
     path = str(source.path)
     for number, line in source.numbered():
         if isinstance(line, RecordError):
@@ -269,12 +271,22 @@ def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
         if _SURROGATE_ESCAPE.search(line) and (error := _surrogate_error(reader, record)):
             yield error
             continue
+        yield reader, record
+
+
+def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
+    """Canonical JSONL; with `dialect`, messages must use one vendor's shapes."""
+    for decoded in json_lines(source):
+        if isinstance(decoded, RecordError):
+            yield decoded
+            continue
+        reader, record = decoded
         if dialect and isinstance(record, dict):
             found = _message_dialect(record.get("messages"))
             if found not in (dialect, "jsonl"):
                 yield reader.fail("messages", f"{found} message shapes in a file read as --format {dialect}")
                 continue
-        yield _guard(reader, lambda r=reader, rec=record: r.rollout(rec))
+        yield guard(reader, lambda r=reader, rec=record: r.rollout(rec))
 
 
 def _surrogate_error(reader: RecordReader, record: Any) -> RecordError | None:
@@ -309,7 +321,7 @@ def _tau_bench(source: Source) -> Iterator[Item]:
                     },
                 )
 
-            yield _guard(reader, convert)
+            yield guard(reader, convert)
     except JsonTextError as exc:
         yield RecordError(path, exc.line, "json", str(exc))
 
@@ -349,7 +361,7 @@ def _tau2(source: Source) -> Iterator[Item]:
                     model=model,
                 )
 
-            yield _guard(reader, convert)
+            yield guard(reader, convert)
     except JsonTextError as exc:
         yield RecordError(path, exc.line, "json", str(exc))
 
@@ -380,7 +392,7 @@ def _tau2_tokens(messages: Any) -> int | None:
     return total if seen else None
 
 
-def _guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
+def guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
     """The converted record, or its error: anything unexpected while converting one record is that record's
     error (so `--skip-bad` can quarantine it), never a crash of the whole ingest."""
     try:
@@ -397,6 +409,9 @@ _ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {
     "anthropic": lambda source: _jsonl(source, "anthropic"),
     "tau-bench": _tau_bench,
     "tau2": _tau2,
-    "openai-responses": lambda source: openai_responses.parse(str(source.path), source.numbered()),
+    "openai-responses": lambda source: (
+        d if isinstance(d, RecordError) else guard(d[0], partial(openai_responses.rollout, *d))
+        for d in json_lines(source)
+    ),
     "swe-agent": lambda source: swe_agent.parse(source.path, source.text()),
 }

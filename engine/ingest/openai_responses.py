@@ -10,10 +10,8 @@ and `output` items, or all of them as `items`. Items: `message` (role and `input
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-from engine.errors import RecordError
 from engine.ingest.reasoning import REDACTED, join
 from engine.ingest.records import RecordReader, Rollout
 
@@ -29,27 +27,8 @@ def is_responses_record(record: Any) -> bool:
     return isinstance(items, list) and any(isinstance(i, dict) and i.get("type") in ITEM_TYPES for i in items)
 
 
-def parse(path: str, lines: Iterator[tuple[int, str | RecordError]]) -> Iterator[Rollout | RecordError]:
-    """Responses API records, one a line; a line that could not be read comes through as its error."""
-    for number, line in lines:
-        if isinstance(line, RecordError):
-            yield line
-            continue
-        if not line.strip():
-            continue
-        reader = RecordReader(path, number)
-        try:
-            record = json.loads(line.rstrip("\r\n"))
-        except json.JSONDecodeError as exc:
-            yield reader.fail("json", f"{exc.msg} (column {exc.pos + 1})")
-            continue
-        try:
-            yield _rollout(reader, record)
-        except RecordError as exc:
-            yield exc
-
-
-def _rollout(reader: RecordReader, record: Any) -> Rollout:
+def rollout(reader: RecordReader, record: Any) -> Rollout:
+    """One Responses API record (`items`, or `input` and `output`) as a rollout."""
     if not isinstance(record, dict):
         raise reader.fail("record", f"expected a JSON object, got {type(record).__name__}")
     if "items" in record:
