@@ -107,5 +107,7 @@ def test_the_store_embedder_follows_the_reader_of_the_last_features_run(
             [json.dumps({"reader": str(readers["qwen3"])}), json.dumps({"layer": 2}), datetime.now(UTC)],
         )
         embedder = embedder_for_store(store, "cpu")
+        # the run's row was read to the end: the shared connection is free for the next query (DuckDB 2)
+        assert store.frame("SELECT count(*) AS n FROM runs")["n"][0] == 1
     assert embedder.spec.source == str(readers["qwen3"].resolve()) and embedder.spec.layer == 2
     assert embedder.cache.dir.parent == tmp_path / "study.duckdb.rldiff" / "sentences"

@@ -200,11 +200,11 @@ class SentenceEmbedder:
 
 def embedder_for_store(store: Store, device: str = "auto") -> SentenceEmbedder:
     """The embedder of the study's reader (the reader of its last features run; the default MiniLM otherwise)."""
-    row = store.execute(
+    rows = store.execute(  # fetched to the end: DuckDB 2 keeps the shared connection busy until then
         "SELECT json_extract_string(config, '$.reader'), json_extract_string(metrics, '$.layer') FROM runs "
         "WHERE stage = 'features' AND status = 'done' ORDER BY started_at DESC LIMIT 1"
-    ).fetchone()
-    name, layer = (row[0], row[1]) if row and row[0] else (DEFAULT_READER, None)
+    ).fetchall()
+    name, layer = rows[0] if rows and rows[0][0] else (DEFAULT_READER, None)
     resolved = resolve_device(device)
     settings = FeatureSettings.for_device(resolved)
     spec = resolve_reader(name, int(layer) if layer is not None else None, settings)

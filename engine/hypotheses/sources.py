@@ -8,9 +8,19 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from engine.hypotheses.verifier import KINDS
+from engine.kinds import FAMILIES
 from engine.store import Store
 
 MAX_SOURCES = 40
+# Drafting takes sources from each testing family in turn (clusters of SAE latents as one more queue, before
+# the SAE family whose features they group): q-values from separate BH corrections do not compare, and a few strong
+# structural or concept findings must not wait behind hundreds of SAE latents.
+_DRAFT_ORDER: tuple[str, ...] = (
+    "structural",
+    "concept",
+    "cluster",
+    *(f for f in FAMILIES if f not in ("structural", "concept")),
+)
 
 
 @dataclass(frozen=True)
@@ -77,10 +87,11 @@ def ngram_list(value: object) -> list[str]:
 
 
 def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Source]:
-    """Significant clusters first, then significant features no chosen cluster covers, strongest first."""
+    """Significant clusters and the significant features no cluster covers, strongest first within each
+    testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
-    sources: list[Source] = []
+    queues: dict[str, list[Source]] = {}
     covered: set[tuple[int, str]] = set()
     clusters = store.frame(
         "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after FROM clusters "
@@ -94,7 +105,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
         if not ids:
             continue
         covered.update((i, c["kind"]) for i in ids)
-        sources.append(
+        queues.setdefault(_cluster_queue({info[i]["source"] for i in ids}), []).append(
             Source(
                 _kinds(c["kind"]),
                 tuple(ids),
@@ -110,7 +121,8 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
             )
         )
     deltas = store.frame(
-        "SELECT feature_id, kind, delta, q_value, prevalence_before, prevalence_after FROM feature_deltas "
+        "SELECT feature_id, kind, coalesce(family, 'sae') AS family, delta, q_value, prevalence_before, "
+        "prevalence_after FROM feature_deltas "
         "WHERE tested AND q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
         [fdr],
     )
@@ -118,12 +130,10 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
     # when no segment kind is significant.
     by_kind = {d["feature_id"] for d in deltas.iter_rows(named=True) if d["kind"] != "any"}
     for d in deltas.iter_rows(named=True):
-        if len(sources) >= limit:
-            break
         f = info.get(d["feature_id"])
         if f is None or (d["feature_id"], d["kind"]) in covered or (d["kind"] == "any" and d["feature_id"] in by_kind):
             continue
-        sources.append(
+        queues.setdefault(d["family"], []).append(
             Source(
                 _kinds(d["kind"]),
                 (f["feature_id"],),
@@ -137,7 +147,26 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
                 origins=(f["source"],),
             )
         )
-    return sources[:limit]
+    return _in_turn(queues, limit)
+
+
+def _cluster_queue(sources: set[str]) -> str:
+    """A cluster waits with the structural or concept family when it holds such a feature: its statement is
+    then that feature's fact or sentence, not an SAE latent's phrase."""
+    if "structural" in sources:
+        return "structural"
+    return "concept" if sources & {"concept", "group"} else "cluster"
+
+
+def _in_turn(queues: dict[str, list[Source]], limit: int) -> list[Source]:
+    """The first of each queue (in `_DRAFT_ORDER`, then any other), then the second of each, ... up to `limit`."""
+    order = [q for q in _DRAFT_ORDER if q in queues] + [q for q in queues if q not in _DRAFT_ORDER]
+    picked: list[Source] = []
+    for rank in range(max((len(q) for q in queues.values()), default=0)):
+        picked.extend(queues[name][rank] for name in order if rank < len(queues[name]))
+        if len(picked) >= limit:
+            break
+    return picked[:limit]
 
 
 def firing_segments(store: Store, feature_ids: list[int]) -> pl.DataFrame:

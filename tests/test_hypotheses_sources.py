@@ -1,0 +1,67 @@
+"""Drafting sources: significant features and clusters, taken from each testing family in turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from engine.hypotheses.sources import load_sources
+from engine.store import Store
+
+
+def _study(path: Path, features: list[tuple[int, str, str, str, float]], clusters: list[tuple[int, float, list[int]]]):
+    """A store with `features` (id, source, kind, family, q) significant on discovery and `clusters`
+    (id, q, member ids)."""
+    store = Store(path)
+    store.append(
+        "features",
+        pl.DataFrame(
+            {
+                "feature_id": [f[0] for f in features],
+                "source": [f[1] for f in features],
+                "name": [f"{f[1]}:{f[0]}" for f in features],
+                "label": [f"label {f[0]}" for f in features],
+                "threshold": [0.5] * len(features),
+            }
+        ),
+    )
+    store.append(
+        "feature_deltas",
+        pl.DataFrame(
+            {
+                "feature_id": [f[0] for f in features],
+                "kind": [f[2] for f in features],
+                "family": [f[3] for f in features],
+                "delta": [0.1] * len(features),
+                "q_value": [f[4] for f in features],
+                "tested": [True] * len(features),
+            }
+        ),
+    )
+    for cluster_id, q, members in clusters:
+        store.execute(
+            "INSERT INTO clusters (cluster_id, label, kind, size, delta, q_value) VALUES (?, 'c', 'text', ?, 0.1, ?)",
+            [cluster_id, len(members), q],
+        ).fetchall()
+        for m in members:
+            store.execute("INSERT INTO cluster_members VALUES (?, ?, 1.0)", [cluster_id, m]).fetchall()
+    return store
+
+
+def test_a_few_structural_and_concept_findings_are_drafted_beside_many_sae_latents(tmp_path: Path) -> None:
+    sae = [(i, "sae", "text", "sae", 1e-6 * (i + 1)) for i in range(50)]  # far smaller q than the others
+    others = [(100, "structural", "tool_call", "structural", 0.01), (101, "concept", "reasoning", "concept", 0.02)]
+    with _study(tmp_path / "s.duckdb", sae + others, []) as store:
+        names = [s.names[0] for s in load_sources(store, 0.05, limit=6)]
+    # one of each family in turn, each family strongest first
+    assert names == ["structural:100", "concept:101", "sae:0", "sae:1", "sae:2", "sae:3"]
+
+
+def test_a_cluster_holding_a_structural_feature_waits_with_the_structural_family(tmp_path: Path) -> None:
+    features = [(i, "sae", "text", "sae", 1e-6) for i in range(10)] + [(20, "structural", "text", "structural", 0.01)]
+    clusters = [(0, 1e-6, [0, 1]), (1, 1e-6, [2, 3]), (2, 0.01, [4, 20])]
+    with _study(tmp_path / "s.duckdb", features, clusters) as store:
+        first = load_sources(store, 0.05, limit=2)
+    assert first[0].cluster_id == 2  # the structural queue goes first, though its q is the largest
+    assert first[1].cluster_id == 0
