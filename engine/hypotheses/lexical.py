@@ -59,6 +59,8 @@ def lexical_sources(
         totals = np.bincount(rows, minlength=keys.size).astype(np.float32)
         has = np.flatnonzero(totals > 0)
         design = CheckpointDesign.from_labels(is_after[has], task[has])
+        if kind == "tool_call":  # among calls to the tools the n-gram occurs on, as for tool-call features
+            totals = own_tool_calls(segs["tool_name"].to_list(), rows, index.grams, vocab, keys.size)
         counts, totals = counts[has[design.keep]], totals[has[design.keep]]
         firing = np.bincount(counts.tocoo().col, minlength=len(vocab))
         floor = attainable_pvalue(rollout_rates(counts, totals, design), design)
@@ -68,7 +70,9 @@ def lexical_sources(
         if testable.size == 0:
             continue
         grams = np.array(list(vocab))[testable]
-        blocks.append(PermutationBlock(counts[:, testable], totals, design))
+        blocks.append(
+            PermutationBlock(counts[:, testable], totals if totals.ndim == 1 else totals[:, testable], design)
+        )
         meta.append((kind, grams))
     if not blocks:
         return []
@@ -106,3 +110,17 @@ def lexical_sources(
                 )
             )
     return sources
+
+
+def own_tool_calls(
+    tools: list[str | None], rows: np.ndarray, grams: list[set[str]], vocab: dict[str, int], n_rollouts: int
+) -> np.ndarray:
+    """(n_rollouts, n_grams) denominators: each rollout's calls to the tools an n-gram occurs on in discovery.
+    A new tool then cannot make every other tool's n-grams "decrease" as a share of all calls."""
+    code = {name: i for i, name in enumerate(dict.fromkeys(tools))}
+    per_tool = np.zeros((n_rollouts, len(code)))
+    np.add.at(per_tool, (rows, [code[t] for t in tools]), 1.0)
+    support = np.zeros((len(code), len(vocab)))
+    for tool, segment_grams in zip(tools, grams, strict=True):
+        support[code[tool], [vocab[g] for g in segment_grams]] = 1.0
+    return per_tool @ support
