@@ -15,6 +15,12 @@ SAMPLE_DATA = REPO / "sample_data"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test reads the user's keymap or themes."""
+    monkeypatch.setenv("RLDIFF_CONFIG_DIR", str(tmp_path / "config"))
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     with Store(tmp_path / "study.duckdb") as s:

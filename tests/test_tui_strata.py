@@ -21,11 +21,6 @@ from tui.screens.feature import FeatureScreen
 SIZE = (100, 32)
 
 
-@pytest.fixture(autouse=True)
-def no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("RLDIFF_CONFIG_DIR", str(tmp_path / "config"))
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_store(tmp_path_factory.mktemp("tui-strata") / "template.duckdb", FixtureSize(n_sae_features=40))
