@@ -48,7 +48,7 @@ def lexical_sources(
         vocab: dict[str, int] = {}
         cells_r, cells_c = [], []
         for r, grams in zip(rows, index.grams, strict=True):
-            for g in grams:
+            for g in sorted(grams):  # columns in one order whatever the hash seed: ties then break the same way
                 cells_r.append(r)
                 cells_c.append(vocab.setdefault(g, len(vocab)))
         if not vocab:
@@ -86,7 +86,9 @@ def lexical_sources(
         frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < fdr)
         index, _ = discovery.index((kind,))
         chosen: list[np.ndarray] = []
-        for gram, delta, qv in frame.sort(["q", pl.col("delta").abs()], descending=[False, True]).iter_rows():
+        for gram, delta, qv in frame.sort(
+            ["q", pl.col("delta").abs(), "gram"], descending=[False, True, False]
+        ).iter_rows():
             if len(chosen) >= limit:
                 break
             # One source per phrase: n-grams of a phrase already chosen (same segments) add nothing, and
