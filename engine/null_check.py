@@ -108,12 +108,7 @@ def prepare(
             ingest_file(store, source, name, fmt, score=score)
         dealt = deal(store.frame("SELECT rollout_key, task_id FROM rollouts"), np.random.default_rng([seed, 7]))
         with store.transaction():
-            store.execute("CREATE OR REPLACE TEMP TABLE dealt (rollout_key BIGINT, checkpoint VARCHAR)")
-            store.append("dealt", dealt)
-            store.execute(
-                "UPDATE rollouts SET checkpoint = d.checkpoint FROM dealt d WHERE rollouts.rollout_key = d.rollout_key"
-            )
-            store.execute("DROP TABLE dealt")
+            store.set_rollout_column("checkpoint", dealt)
             store.execute("DELETE FROM checkpoints")
             now = datetime.now(UTC)
             store.execute("INSERT INTO checkpoints VALUES (?, 0, ?), (?, 1, ?)", [NULL_BEFORE, now, NULL_AFTER, now])

@@ -160,12 +160,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                 }
             )
             with store.transaction():
-                store.execute("CREATE OR REPLACE TEMP TABLE split_plan (rollout_key BIGINT, split VARCHAR)")
-                store.append("split_plan", frame)
-                store.execute(
-                    "UPDATE rollouts SET split = p.split FROM split_plan p WHERE rollouts.rollout_key = p.rollout_key"
-                )
-                store.execute("DROP TABLE split_plan")
+                store.set_rollout_column("split", frame)
                 store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
                 meta = [("split_mode", plan.mode)] + ([("split_warning", plan.warning)] if plan.warning else [])
                 store.append("meta", pl.DataFrame(meta, schema=["key", "value"], orient="row"))

@@ -212,6 +212,17 @@ class Store:
             self._con.unregister(view)
         return arrow.num_rows
 
+    def set_rollout_column(self, column: str, rows: pl.DataFrame) -> None:
+        """Set `rollouts.column` from `rows` (rollout_key and `column`) in one statement; other rollouts keep theirs."""
+        view = f"_set_rollouts_{column}"
+        self._con.register(view, rows.select("rollout_key", column).to_arrow())
+        try:
+            self._con.execute(
+                f"UPDATE rollouts SET {column} = v.{column} FROM {view} v WHERE rollouts.rollout_key = v.rollout_key"
+            )
+        finally:
+            self._con.unregister(view)
+
     def execute(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
         """Run one statement on the store's connection (used by engine modules; the TUI uses cursors)."""
         return self._con.execute(sql, params or [])
