@@ -21,6 +21,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.progress import NullProgress, Progress
 from engine.store import Store
+from engine.study import stream
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def prepare(
         else:
             name = checkpoint or "all"
             ingest_file(store, source, name, fmt, score=score)
-        dealt = deal(store.frame("SELECT rollout_key, task_id FROM rollouts"), np.random.default_rng([seed, 7]))
+        dealt = deal(store.frame("SELECT rollout_key, task_id FROM rollouts"), stream(seed, "null_check"))
         with store.transaction():
             store.set_rollout_column("checkpoint", dealt)
             store.execute("DELETE FROM checkpoints")

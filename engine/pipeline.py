@@ -1,47 +1,38 @@
-"""The analysis, stage by stage. Each stage is `run(store, config, rng, progress) -> rows written`."""
+"""The analysis, stage by stage. Each stage is `run(store, config, rng, progress) -> rows written`.
+
+1. split: tasks (or rollouts within a task) into discovery and held-out;
+2. features: the reader and its SAE, sentence concepts and groups, structural features, on every segment;
+3. deltas: each feature's change between the checkpoints on discovery, tested within its family;
+4. clusters: related features grouped;
+5. hypotheses: drafted from what changed, each tested on held-out by an independent labeler.
+"""
 
 from __future__ import annotations
 
-import importlib
 import logging
-from dataclasses import replace
+from collections.abc import Callable
 
 import numpy as np
 
+from engine import clusters, deltas, split
 from engine.config import AnalyzeConfig
-from engine.errors import InputError
+from engine.features import stage as features
+from engine.hypotheses import stage as hypotheses
 from engine.progress import NullProgress, Progress
 from engine.store import Store
+from engine.study import record_config, resolve_checkpoints, stream
 
 log = logging.getLogger(__name__)
 
-# (stage name, module exposing `run`). Modules are imported when their stage runs, so a failing optional
-# dependency only breaks the stage that needs it.
-STAGES: tuple[tuple[str, str], ...] = (
-    ("split", "engine.split"),
-    ("features", "engine.features.stage"),
-    ("deltas", "engine.deltas"),
-    ("clusters", "engine.clusters"),
-    ("hypotheses", "engine.hypotheses.stage"),
+Stage = Callable[[Store, AnalyzeConfig, np.random.Generator, Progress], int]
+
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("split", split.run),
+    ("features", features.run),
+    ("deltas", deltas.run),
+    ("clusters", clusters.run),
+    ("hypotheses", hypotheses.run),
 )
-
-
-def resolve_checkpoints(store: Store, config: AnalyzeConfig) -> AnalyzeConfig:
-    """Fill in `before`/`after` from the store (first and second ingested) and check they exist."""
-    names = store.checkpoints()
-    before = config.before or (names[0] if names else None)
-    after = config.after or (names[1] if len(names) > 1 else None)
-    if before is None or after is None:
-        raise InputError(
-            f"{store.path}: analysis needs two checkpoints, the store has {len(names)} "
-            f"({', '.join(names) or 'none'}); ingest rollouts with --checkpoint NAME first"
-        )
-    for name in (before, after):
-        if name not in names:
-            raise InputError(f"{store.path}: no checkpoint named {name!r} (have: {', '.join(names)})")
-    if before == after:
-        raise InputError("--before and --after name the same checkpoint")
-    return replace(config, before=before, after=after)
 
 
 def analyze(
@@ -49,12 +40,12 @@ def analyze(
 ) -> dict[str, int]:
     """Run every stage in order (up to and including `until`); returns rows written per stage."""
     config = resolve_checkpoints(store, config)
+    record_config(store, config)
     progress = progress or NullProgress()
     written: dict[str, int] = {}
-    for stage, module in STAGES:
-        rng = np.random.default_rng([config.seed, len(written)])
-        log.info("stage %s", stage)
-        written[stage] = importlib.import_module(module).run(store, config, rng, progress)
-        if stage == until:
+    for name, run in STAGES:
+        log.info("stage %s", name)
+        written[name] = run(store, config, stream(config.seed, name), progress)
+        if name == until:
             break
     return written

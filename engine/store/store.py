@@ -223,6 +223,10 @@ class Store:
         finally:
             self._con.unregister(view)
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Set one `meta` entry."""
+        self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
     def execute(self, sql: str, params: list[Any] | None = None) -> duckdb.DuckDBPyConnection:
         """Run one statement on the store's connection (used by engine modules; the TUI uses cursors)."""
         return self._con.execute(sql, params or [])
@@ -242,6 +246,10 @@ class Store:
         fetched to the end, so never leave a `fetchone()` half-read on the shared connection.)"""
         rows = self._con.execute(sql, params or []).fetchall()
         return rows[0][0] if rows else None
+
+    def meta(self, key: str) -> str | None:
+        """One `meta` entry, or None."""
+        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
 
     def checkpoints(self) -> list[str]:
         """Checkpoint names in the order they were first ingested."""
