@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # requirement would pull a multi-GB CUDA build). Override, e.g. TORCH_SPEC='torch>=2.9' on a GPU box.
 TORCH_SPEC ?= $(if $(shell command -v nvidia-smi 2>/dev/null),torch>=2.9,torch==2.13.0)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test quick lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lint: $(VENV)/.installed-dev
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+# The inner loop: everything but the tests marked slow (the end-to-end study, models loaded, replications).
+quick: lint
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(VENV)/.installed-dev
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
