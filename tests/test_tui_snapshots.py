@@ -1,4 +1,5 @@
-"""SVG snapshots of every screen in every shipped theme at 80x24 and 120x40 (pytest-textual-snapshot).
+"""SVG snapshots (pytest-textual-snapshot): each screen once at 80x24 in the default theme, the other themes on
+two screens, the wide layout on one, and the dialogs; each case says what it guards.
 
 Update after an intended change with `pytest tests/test_tui_snapshots.py --snapshot-update` and look at the
 report (snapshot_report.html) before committing the new SVGs under tests/__snapshots__/.
@@ -14,26 +15,37 @@ from textual.pilot import Pilot
 from tests.factories_tui import build_store, settle
 from tui.app import RldiffApp
 
-THEMES = ("rldiff-dark", "rldiff-light", "rldiff-high-contrast")
-SIZES = ((80, 24), (120, 40))
-# screen -> keys from the overview that reach it
+DEFAULT, LIGHT, HIGH_CONTRAST = "rldiff-dark", "rldiff-light", "rldiff-high-contrast"
+SMALL, LARGE = (80, 24), (120, 40)
+# screen -> (keys from the overview that reach it, what its snapshot guards)
 SCREENS = {
-    "overview": (),
-    "deltas": ("2",),
-    "feature": ("2", "enter"),
-    "clusters": ("3",),
-    "hypotheses": ("4",),
-    "rollouts": ("5",),
-    "viewer": ("5", "enter"),
+    "overview": ((), "the study at a glance: checkpoints, split, warnings, top changes"),
+    "deltas": (("2",), "the deltas table: labels wrapped to 80 columns, families under kinds, hostile text stripped"),
+    "feature": (("2", "enter"), "a feature: rates by kind with CIs and q, examples with the span that fires"),
+    "clusters": (("3",), "clusters, and the members of the selected one"),
+    "hypotheses": (("4",), "hypotheses: verdict, decision, held-out delta and q, rejected ones last"),
+    "rollouts": (("5",), "the rollout list: task, checkpoint, reward, split, sizes"),
+    "viewer": (("5", "enter"), "one transcript: roles, reasoning, tool calls and results"),
 }
-# dialogs and sub-views, in the default theme
+# (screen, theme, size, what it guards) beyond each screen in the default theme at 80x24
+VARIANTS = (
+    ("overview", LIGHT, SMALL, "the light theme's contrast on text and panels"),
+    ("deltas", LIGHT, SMALL, "the light theme's colours of increases, decreases and q-values"),
+    ("overview", HIGH_CONTRAST, SMALL, "the high-contrast theme on text and panels"),
+    ("deltas", HIGH_CONTRAST, SMALL, "the high-contrast theme's colours of increases, decreases and q-values"),
+    ("deltas", DEFAULT, LARGE, "the wide layout: more columns, labels unwrapped"),
+)
+CASES = [pytest.param(name, DEFAULT, SMALL, id=f"{name}-{DEFAULT}-80x24") for name in SCREENS] + [
+    pytest.param(name, theme, size, id=f"{name}-{theme}-{size[0]}x{size[1]}") for name, theme, size, _ in VARIANTS
+]
+# dialogs and sub-views in the default theme: keys from the overview, what the snapshot guards
 DIALOGS = {
-    "help": ("question_mark",),
-    "feature-tasks": ("2", "enter", "t"),
-    "viewer-side-by-side": ("5", "enter", "s"),
-    "add-hypothesis": ("4", "plus"),
-    "label-segments": ("4", "l"),
-    "note": ("4", "n"),
+    "help": (("question_mark",), "every key binding, with the user's config path"),
+    "feature-tasks": (("2", "enter", "t"), "a feature's rates task by task"),
+    "viewer-side-by-side": (("5", "enter", "s"), "before and after transcripts of one task side by side"),
+    "add-hypothesis": (("4", "plus"), "the form for a hypothesis of one's own"),
+    "label-segments": (("4", "l"), "hand labelling for the labeler's calibration"),
+    "note": (("4", "n"), "a note on a hypothesis"),
 }
 
 
@@ -58,13 +70,13 @@ def navigate(keys: tuple[str, ...]):  # noqa: ANN201
     return run_before
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize(("screen", "theme", "size"), CASES)
 def test_screen(snap_compare, store_path: Path, screen: str, theme: str, size: tuple[int, int]) -> None:  # noqa: ANN001
-    assert snap_compare(RldiffApp(store_path, theme=theme), terminal_size=size, run_before=navigate(SCREENS[screen]))
+    keys, _ = SCREENS[screen]
+    assert snap_compare(RldiffApp(store_path, theme=theme), terminal_size=size, run_before=navigate(keys))
 
 
 @pytest.mark.parametrize("view", DIALOGS)
 def test_dialog(snap_compare, store_path: Path, view: str) -> None:  # noqa: ANN001
-    assert snap_compare(RldiffApp(store_path), terminal_size=(80, 24), run_before=navigate(DIALOGS[view]))
+    keys, _ = DIALOGS[view]
+    assert snap_compare(RldiffApp(store_path), terminal_size=SMALL, run_before=navigate(keys))
