@@ -62,7 +62,10 @@ class RichBar:
             task = bar.add_task(description, total=total, status="")
 
             def advance(n: int = 1, *, status: str | None = None) -> None:
-                bar.update(task, advance=n, **({"status": status} if status is not None else {}))
+                if status is None:
+                    bar.update(task, advance=n)
+                else:
+                    bar.update(task, advance=n, status=status)
 
             yield advance
 

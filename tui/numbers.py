@@ -5,23 +5,19 @@ from __future__ import annotations
 import math
 
 
-def _missing(value: float | None) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def pct(value: float | None, digits: int = 1) -> str:
     """A proportion as a percentage: 0.123 -> '12.3%'."""
-    return "—" if _missing(value) else f"{value * 100:.{digits}f}%"
+    return "—" if value is None or math.isnan(value) else f"{value * 100:.{digits}f}%"
 
 
 def pp(value: float | None, digits: int = 1) -> str:
     """A difference of proportions in signed percentage points: -0.05 -> '-5.0'."""
-    return "—" if _missing(value) else f"{value * 100:+.{digits}f}"
+    return "—" if value is None or math.isnan(value) else f"{value * 100:+.{digits}f}"
 
 
 def pvalue(value: float | None) -> str:
     """A p- or q-value in at most 6 characters."""
-    if _missing(value):
+    if value is None or math.isnan(value):
         return "—"
     if value < 1e-4:
         return "<1e-4"
@@ -30,10 +26,10 @@ def pvalue(value: float | None) -> str:
 
 def interval(low: float | None, high: float | None, digits: int = 1) -> str:
     """A CI of a difference in percentage points: '[-8.1, -2.0]'."""
-    if _missing(low) or _missing(high):
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
         return ""
     return f"[{low * 100:+.{digits}f}, {high * 100:+.{digits}f}]"
 
 
 def signed(value: float | None, digits: int = 2) -> str:
-    return "—" if _missing(value) else f"{value:+.{digits}f}"
+    return "—" if value is None or math.isnan(value) else f"{value:+.{digits}f}"

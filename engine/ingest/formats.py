@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from engine.errors import InputError, RecordError
 from engine.ingest import inspect_logs, openai_responses, swe_agent
 from engine.ingest.jsontext import JsonText, JsonTextError, loads
-from engine.ingest.records import RecordReader, Rollout, unpaired_surrogate
+from engine.ingest.records import RecordReader, Rollout, object_member, unpaired_surrogate
 
 FORMATS = ("auto", "jsonl", "openai", "anthropic", "tau-bench", "tau2", "openai-responses", "inspect", "swe-agent")
 # A JSONL line longer than this is refused without being held: the longest real rollouts are a few MB, and
@@ -286,7 +286,7 @@ def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
             if found not in (dialect, "jsonl"):
                 yield reader.fail("messages", f"{found} message shapes in a file read as --format {dialect}")
                 continue
-        yield guard(reader, lambda r=reader, rec=record: r.rollout(rec))
+        yield guard(reader, partial(reader.rollout, record))
 
 
 def _surrogate_error(reader: RecordReader, record: Any) -> RecordError | None:
@@ -310,7 +310,7 @@ def _tau_bench(source: Source) -> Iterator[Item]:
                 if not isinstance(rec, dict):
                     raise r.fail("record", f"expected a JSON object, got {type(rec).__name__}")
                 task, trial = rec.get("task_id"), rec.get("trial")
-                info = rec.get("info") if isinstance(rec.get("info"), dict) else {}
+                info = object_member(rec, "info")
                 return r.rollout(
                     rec,
                     rec.get("traj"),
@@ -345,7 +345,7 @@ def _tau2(source: Source) -> Iterator[Item]:
                     raise error
                 if not isinstance(s, dict):
                     raise r.fail("simulation", f"expected a JSON object, got {type(s).__name__}")
-                reward_info = s.get("reward_info") if isinstance(s.get("reward_info"), dict) else {}
+                reward_info = object_member(s, "reward_info")
                 meta = {k: s[k] for k in ("termination_reason", "duration", "agent_cost", "seed") if k in s}
                 reason = s.get("termination_reason")
                 return r.rollout(

@@ -57,6 +57,18 @@ class Strata:
 STRATA = tuple(Strata.__dataclass_fields__)
 
 
+def object_member(record: dict[str, Any], key: str) -> dict[str, Any]:
+    """`record[key]` when it is a JSON object, else an empty one (optional metadata blocks of the formats)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def list_member(record: dict[str, Any], key: str) -> list[Any]:
+    """`record[key]` when it is a JSON array, else an empty one."""
+    value = record.get(key)
+    return value if isinstance(value, list) else []
+
+
 @dataclass(frozen=True)
 class Rollout:
     rollout_id: str

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.errors import RecordError
 from engine.ingest.jsontext import JsonText, JsonTextError
-from engine.ingest.records import RecordReader, Rollout
+from engine.ingest.records import RecordReader, Rollout, list_member, object_member
 
 # mini-swe-agent's action: the one fenced shell block of an assistant reply (```bash or ```mswea_bash_command)
 _ACTION = re.compile(r"```(?:bash|sh|mswea_bash_command)[ \t]*\n(.*?)\n?```", re.DOTALL)
@@ -47,7 +47,8 @@ def parse(path: Path, text: str) -> Iterator[Rollout | RecordError]:
     if isinstance(record, dict) and isinstance(record.get("trajectory"), list):
         doc = JsonText(text)
         try:
-            lines = [line for line, _ in doc.array_items(doc.member("trajectory"))]
+            start = doc.member("trajectory")
+            lines = [line for line, _ in doc.array_items(start)] if start is not None else []
         except JsonTextError:
             lines = []
     reader = RecordReader(str(path), 1)
@@ -60,14 +61,15 @@ def parse(path: Path, text: str) -> Iterator[Rollout | RecordError]:
 def _rollout(reader: RecordReader, path: Path, record: Any, lines: list[int]) -> Rollout:
     if not isinstance(record, dict):
         raise reader.fail("record", f"expected a JSON object, got {type(record).__name__}")
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    info = object_member(record, "info")
+    messages: list[Any] | None
     if "trajectory" in record:
         messages = _swe_agent_messages(reader, record, lines)
         source_format = "swe-agent"
     else:
         messages = _mini_messages(record.get("messages"))
         source_format = "mini-swe-agent"
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    stats = object_member(info, "model_stats")
     tokens = [stats[k] for k in ("tokens_sent", "tokens_received") if isinstance(stats.get(k), int)]
     status = info.get("exit_status")
     status = status if isinstance(status, str) else None
@@ -92,7 +94,7 @@ def _swe_agent_messages(reader: RecordReader, record: dict[str, Any], lines: lis
     steps = record.get("trajectory")
     if not isinstance(steps, list):
         raise reader.fail("trajectory", f"expected a list of steps, got {type(steps).__name__}")
-    history = record.get("history") if isinstance(record.get("history"), list) else []
+    history = list_member(record, "history")
     task = next((m for m in history if isinstance(m, dict) and m.get("role") == "user"), None)
     messages: list[dict[str, Any]] = [{"role": "user", "content": _text(task.get("content"))}] if task else []
     for i, step in enumerate(steps):
@@ -122,10 +124,13 @@ def _mini_messages(raw: Any) -> list[Any] | None:
             continue
         content = _text(m.get("content"))
         if m.get("role") == "assistant":
-            match = _ACTION.search(content or "")
-            thought = (content[: match.start()] if match else content or "").strip()
+            text = content or ""
+            match = _ACTION.search(text)
+            thought = (text[: match.start()] if match else text).strip()
             thought = re.sub(r"^THOUGHT:\s*", "", thought)
-            calls = [{"id": f"step{i}", "name": "bash", "arguments": {"command": match.group(1)}}] if match else []
+            calls: list[dict[str, Any]] = (
+                [{"id": f"step{i}", "name": "bash", "arguments": {"command": match.group(1)}}] if match else []
+            )
             messages.append({"role": "assistant", "reasoning": thought or None, "tool_calls": calls})
             pending = calls[0]["id"] if calls else None
         elif m.get("role") == "user" and pending:
@@ -145,8 +150,8 @@ def _text(value: Any) -> str | None:
 
 def _model_name(record: dict[str, Any], info: dict[str, Any]) -> str | None:
     """The agent's model: mini-swe-agent's `info.config.model.model_name`, SWE-agent's replay config."""
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    config = object_member(info, "config")
+    model = object_member(config, "model")
     if isinstance(model.get("model_name"), str):
         return model["model_name"]
     replay = record.get("replay_config")
@@ -155,6 +160,6 @@ def _model_name(record: dict[str, Any], info: dict[str, Any]) -> str | None:
     except json.JSONDecodeError:
         return None
     agent = replay.get("agent") if isinstance(replay, dict) else None
-    model = agent.get("model") if isinstance(agent, dict) else None
-    name = model.get("name") if isinstance(model, dict) else None
+    replayed = agent.get("model") if isinstance(agent, dict) else None
+    name = replayed.get("name") if isinstance(replayed, dict) else None
     return name if isinstance(name, str) else None
