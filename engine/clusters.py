@@ -100,7 +100,7 @@ def coactivation_distance(store: Store, before: str, after: str, feature_ids: np
         )
     finally:
         store.execute("DROP TABLE IF EXISTS cluster_features")
-    n_turns = int(fired["turn"].max()) + 1 if fired.height else 0
+    n_turns = int(fired["turn"].to_numpy().max()) + 1 if fired.height else 0
     incidence = sp.csc_array(
         (np.ones(fired.height), (fired["turn"].to_numpy(), fired["col"].to_numpy())), shape=(n_turns, n)
     )
@@ -209,7 +209,7 @@ def build_clusters(
         if group.height == 0:
             continue
         ids = group["feature_id"].to_numpy()
-        distance = coactivation_distance(store, config.before, config.after, ids)
+        distance = coactivation_distance(store, *config.checkpoints, ids)
         if decoder is not None:
             sae_index = group["sae_index"].cast(pl.Float64).fill_null(np.nan).to_numpy()
             in_range = np.isnan(sae_index) | (sae_index < decoder.shape[0])
@@ -255,7 +255,7 @@ def _test_clusters(
 ) -> pl.DataFrame:
     """Any-member-fires prevalence per cluster on its kind, tested as features are; q across clusters."""
     groups = member_rows.select("feature_id", pl.col("cluster_id").cast(pl.Int64).alias("group"))
-    data = deltas.load_discovery(store, config.before, config.after, groups)
+    data = deltas.load_discovery(store, *config.checkpoints, groups)
     out = []
     for kind in clusters["kind"].unique(maintain_order=True).to_list():
         ids = clusters.filter(pl.col("kind") == kind)["cluster_id"].to_numpy()

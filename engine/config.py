@@ -36,6 +36,13 @@ class AnalyzeConfig:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def checkpoints(self) -> tuple[str, str]:
+        """(before, after), once filled in by `engine.study.resolve_checkpoints` (stages get resolved configs)."""
+        if self.before is None or self.after is None:
+            raise ValueError("the checkpoints are not resolved yet: call engine.study.resolve_checkpoints")
+        return self.before, self.after
+
     @staticmethod
     def default_llm() -> str | None:
         """The LLM to use when none is named: a Claude model with a key, the offline path without."""

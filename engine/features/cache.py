@@ -73,7 +73,7 @@ class ActivationCache:
         width = self.hidden_size
         window = max(1, (64 << 20) // (np.dtype(dtype).itemsize * width))
         parts = []
-        cuts = np.searchsorted(rows, np.arange(0, int(rows[-1]) + window + 1, window)) if rows.size else []
+        cuts = np.searchsorted(rows, np.arange(0, int(rows[-1]) + window + 1, window)) if rows.size else np.zeros(0)
         for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
             if hi > lo:
                 first, last = int(rows[lo]), int(rows[hi - 1])

@@ -138,7 +138,7 @@ def label_feature(
             break
         if not any(_overlaps(item[1], other[1]) for other in chosen):
             chosen.append(item)
-    ngrams = [
+    ngrams: list[dict[str, float | str]] = [
         {"ngram": _join(g), "score": round(s, 4), "share": round(p, 3), "corpus_share": round(q, 4)}
         for s, g, p, q in chosen
     ]
