@@ -224,7 +224,7 @@ def memory_child(path: Path) -> None:
     """Run in a fresh process on a store built by another: run the stage, print the peak RSS (MiB) before it
     (the libraries imported, the store open) and during it, and timings, as JSON."""
     from engine.config import AnalyzeConfig
-    from engine.features import stage
+    from engine.features import sae_features, stage
 
     settings = FeatureSettings(max_tokens=16, context_tokens=4, sae_steps=50, max_train_tokens=50_000)
     config = AnalyzeConfig(before="before", after="after", layer=0, device="cpu")
@@ -232,8 +232,14 @@ def memory_child(path: Path) -> None:
         ready = peak_rss_mib()  # torch and transformers (imported at the top) included
         started = time.perf_counter()
         phases = PhaseMemory()
-        for step in ("_top_examples", "_example_tokens", "_labels", "_write_structural", "_publish"):
-            setattr(stage, step, phases.phase_of(step.strip("_").replace("_", " "), getattr(stage, step)))
+        for module, step in (
+            (sae_features, "_top_examples"),
+            (sae_features, "_example_tokens"),
+            (sae_features, "_labels"),
+            (stage, "write_structural"),
+            (stage, "_publish"),
+        ):
+            setattr(module, step, phases.phase_of(step.strip("_").replace("_", " "), getattr(module, step)))
         stage.extract(store, config, np.random.default_rng(0), phases, settings, "cpu")
         seconds = time.perf_counter() - started
         by_phase = phases.close()

@@ -387,12 +387,12 @@ def test_a_write_while_another_process_reads_says_who_and_keeps_reading(tmp_path
 def test_new_features_invalidate_the_statistics_built_on_the_old(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from engine.features.stage import _OUTPUTS, _publish
+    from engine.features.stage import OUTPUTS, _publish
 
     path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
     with Store(path) as store:
         assert store.scalar("SELECT count(*) FROM feature_deltas") > 0
-        with store.staging(_OUTPUTS) as staging:  # new features published; the analysis dies before deltas
+        with store.staging(OUTPUTS) as staging:  # new features published; the analysis dies before deltas
             store.execute(f"INSERT INTO {staging}.features SELECT * FROM features WHERE source = 'structural'")
             _publish(store, staging)
         for table in ("feature_deltas", "feature_task_deltas", "clusters", "cluster_members"):

@@ -1,0 +1,62 @@
+"""What every step of the features stage shares: one frozen record of the run, instead of parameter trains."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.features.settings import FeatureSettings
+from engine.progress import Progress
+from engine.store import Store
+
+STATUS_EVERY_S = 0.5  # how often a step's rate status is refreshed
+
+# The segments of the two compared checkpoints; parameters: the checkpoints.
+SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
+
+
+@dataclass(frozen=True)
+class FeatureRun:
+    """One run of the features stage: where it reads and writes, with what, and what it reports."""
+
+    store: Store
+    staging: str  # the scratch schema every step writes into; published in one transaction at the end
+    checkpoints: tuple[str, str]  # (before, after)
+    settings: FeatureSettings
+    device: str
+    rng: np.random.Generator
+    progress: Progress
+    run_id: str
+    metrics: dict[str, Any]  # the run record's metrics, which each step adds to
+
+    @property
+    def params(self) -> list[str]:
+        """The checkpoints as query parameters (for `SEGMENTS`)."""
+        return list(self.checkpoints)
+
+
+@contextmanager
+def rates(progress: Progress, description: str, total: int) -> Iterator[Callable[[int, int], None]]:
+    """Progress with segments/s and tokens/s in the status."""
+    started = last = time.perf_counter()
+    done = [0, 0]
+    with progress.track(description, total) as advance:
+
+        def step(segments: int, tokens: int) -> None:
+            nonlocal last
+            done[0] += segments
+            done[1] += tokens
+            now = time.perf_counter()
+            status = None
+            if now - last >= STATUS_EVERY_S or done[0] == total:
+                last = now
+                elapsed = max(now - started, 1e-9)
+                status = f"{done[0] / elapsed:,.0f} segments/s, {done[1] / elapsed:,.0f} tokens/s"
+            advance(segments, status=status)
+
+        yield step
