@@ -325,6 +325,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_hypothesis_add(args: argparse.Namespace) -> int:
     from engine.hypotheses.ledger import add_hypothesis
+    from engine.progress import emit_result
     from engine.store import Store
 
     with Store(_existing(args.store)) as store:
@@ -342,6 +343,7 @@ def cmd_hypothesis_add(args: argparse.Namespace) -> int:
         f"added hypothesis {hypothesis_id}; test it with `rldiff hypothesis test {args.store} {hypothesis_id}`",
         markup=False,
     )
+    emit_result(hypothesis_id=hypothesis_id)
     return 0
 
 

@@ -101,6 +101,14 @@ class JsonLines:
         yield advance
 
 
+def emit_result(**result: object) -> None:
+    """End a command run by a program (`RLDIFF_PROGRESS=jsonl`) with its result as one JSON line
+    `{"event": "result", ...}` on stdout, e.g. the id of a hypothesis just added; nothing for a person."""
+    if os.environ.get("RLDIFF_PROGRESS") == "jsonl":
+        sys.stdout.write(json.dumps({"event": "result", **result}) + "\n")
+        sys.stdout.flush()
+
+
 def for_terminal(console: Console | None = None) -> Progress:
     """JSON lines when `RLDIFF_PROGRESS=jsonl` is set (a program runs the CLI), else a Rich bar on stderr."""
     return JsonLines() if os.environ.get("RLDIFF_PROGRESS") == "jsonl" else RichBar(console)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -284,7 +285,8 @@ async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) ->
         await pilot.press(*"the agent apologises less")
         form.query_one("#pattern", Input).value = "sorry|apolog"
         await pilot.press("ctrl+s")
-        for _ in range(100):  # the test runs `python -m engine.cli hypothesis test` in the background
+        deadline = time.monotonic() + 180  # two CLI subprocesses (add, then test); slow on a loaded machine
+        while time.monotonic() < deadline:
             await settle(pilot)
             if app.hypothesis_test is not None and app.hypothesis_test.finished:
                 break

@@ -3,7 +3,8 @@
 The TUI runs the CLI itself, `python -m engine.cli hypothesis add|test ...` (what `rldiff hypothesis ...`
 runs), with `RLDIFF_PROGRESS=jsonl` in its environment: progress lines on its output of the form
 `{"event": "progress", "description": ..., "completed": n, "total": m, "status": ...}` drive a progress bar,
-and any other line is shown as the current status. DuckDB allows one writing process, so the caller releases
+a last `{"event": "result", ...}` line carries the command's result (the id of a hypothesis it added), and any
+other line is shown as the current status. DuckDB allows one writing process, so the caller releases
 its own connection before `run_job` and reopens it afterwards (see `tui.session` and `tui.app`).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections import deque
@@ -22,7 +22,6 @@ from pathlib import Path
 from engine.safe_text import clean
 
 CLI = [sys.executable, "-m", "engine.cli", "hypothesis"]
-_ADDED = re.compile(r"added hypothesis (\d+)")
 
 
 @dataclass(frozen=True)
@@ -71,24 +70,37 @@ class ProgressLine:
     status: str
 
 
+def _event(text: str) -> dict[str, object] | None:
+    """The JSON object on a line the command wrote for a program, or None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def parse_result(line: str) -> dict[str, object] | None:
+    """The command's result from its `{"event": "result", ...}` line, or None for any other line."""
+    data = _event(line.strip())
+    return data if data is not None and data.get("event") == "result" else None
+
+
 def parse_progress(line: str) -> ProgressLine | None:
     """A progress report from one line of a command's output, or None for a blank line."""
     text = clean(line).strip()
     if not text:
         return None
-    if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and ("completed" in data or "total" in data):
+    data = _event(text)
+    if data is not None and ("completed" in data or "total" in data):
 
-            def number(key: str) -> float | None:
-                value = data.get(key)
-                return float(value) if isinstance(value, int | float) else None
+        def number(key: str) -> float | None:
+            value = data.get(key)
+            return float(value) if isinstance(value, int | float) else None
 
-            status = " ".join(str(data.get(k) or "") for k in ("description", "status")).strip()
-            return ProgressLine(number("completed"), number("total"), status)
+        status = " ".join(str(data.get(k) or "") for k in ("description", "status")).strip()
+        return ProgressLine(number("completed"), number("total"), status)
     return ProgressLine(None, None, text)
 
 
@@ -96,6 +108,7 @@ def parse_progress(line: str) -> ProgressLine | None:
 class Outcome:
     returncode: int
     tail: list[str]  # the last lines of text it printed
+    result: dict[str, object] | None = None  # from its result line, if it wrote one
 
     @property
     def ok(self) -> bool:
@@ -128,13 +141,17 @@ def run_command(command: list[str], on_progress: Progress, on_start: Started = l
         return Outcome(127, [f"could not start {command[0]}: {exc}"])
     on_start(process)
     assert process.stdout is not None
+    result = None
     for line in process.stdout:
+        if (found := parse_result(line)) is not None:
+            result = found
+            continue
         progress = parse_progress(line)
         if progress is not None:
             if progress.completed is None:
                 tail.append(progress.status)
             on_progress(progress)
-    return Outcome(process.wait(), list(tail))
+    return Outcome(process.wait(), list(tail), result)
 
 
 @dataclass(frozen=True)
@@ -155,10 +172,10 @@ def run_job(
     """Add a hypothesis (when `add`), then test it or `hypothesis_id` (when `test`); stop at the first failure."""
     if add is not None:
         outcome = run_command(add, lambda line: on_progress(None, line), on_start)
-        found = next((int(m.group(1)) for line in outcome.tail if (m := _ADDED.search(line))), None)
-        if not outcome.ok or found is None:
+        added = (outcome.result or {}).get("hypothesis_id")
+        if not outcome.ok or not isinstance(added, int):
             return JobResult(None, False, outcome.failure)
-        hypothesis_id = found
+        hypothesis_id = added
     assert hypothesis_id is not None
     if test is None:
         return JobResult(hypothesis_id, True, "added")
