@@ -294,7 +294,7 @@ async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) ->
         assert app.hypothesis_test is not None and app.hypothesis_test.finished
         assert app.hypothesis_test.ok, app.hypothesis_test.status
         # the CLI reported its steps as JSON lines (RLDIFF_PROGRESS=jsonl), which drove the progress bar to its
-        # end (the total comes only from those lines; steps that arrive together on a busy machine may show as one)
+        # end (the total comes only from those lines; a status line after the last step keeps the count)
         steps = [(s.completed, s.total) for s in progress if s is not None and s.total is not None]
         assert (3.0, 3.0) in steps
         await settle(pilot)

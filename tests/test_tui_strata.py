@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from textual.widgets import Static
 
-import tui.app
+import tui.jobs
 from engine.strata import deltas_by_reward
 from tests.factories_tui import FixtureSize, build_store, settle
 from tui.app import RldiffApp
@@ -63,7 +63,7 @@ async def test_check_null_action_reports_and_reopens(store_path: Path, monkeypat
         commands.append((store, work))
         return [sys.executable, "-c", script]
 
-    monkeypatch.setattr(tui.app, "null_check_command", fake)
+    monkeypatch.setattr(tui.jobs, "null_check_command", fake)
     app = RldiffApp(store_path)
     notes: list[str] = []
     async with app.run_test(size=SIZE) as pilot:

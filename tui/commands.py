@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -15,15 +15,15 @@ from tui.session import StoreUnavailable
 
 if TYPE_CHECKING:
     from engine.store.queries import SearchHit
-    from tui.app import RldiffApp
+    from tui.host import StudyHost
 
 
 class JumpProvider(Provider):
     """Searches the store (in a thread) as the user types."""
 
     @property
-    def rldiff(self) -> RldiffApp:
-        return self.app  # type: ignore[return-value]
+    def rldiff(self) -> StudyHost:
+        return cast("StudyHost", self.app)
 
     def _lookup(self, text: str) -> list[SearchHit]:
         from engine.store import queries

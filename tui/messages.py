@@ -104,7 +104,13 @@ class HypothesisTestProgress(Message):
     status: str
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, HypothesisTestProgress) and message.hypothesis_id == self.hypothesis_id
+        """A newer report of the same job supersedes this one unless it drops this one's count (a status line
+        after the last step must not hide that the steps completed)."""
+        return (
+            isinstance(message, HypothesisTestProgress)
+            and message.hypothesis_id == self.hypothesis_id
+            and (message.completed is not None or self.completed is None)
+        )
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from textual import events
 from textual.app import ComposeResult
@@ -21,7 +21,7 @@ from tui.widgets.banner import KeyBar, NavBar, StoreBanner
 if TYPE_CHECKING:
     import duckdb
 
-    from tui.app import RldiffApp
+    from tui.host import StudyHost
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,8 +33,8 @@ class StoreWork:
     _stale: bool
 
     @property
-    def rldiff(self) -> RldiffApp:
-        return self.app  # type: ignore[attr-defined,return-value]
+    def rldiff(self) -> StudyHost:
+        return cast("StudyHost", self.app)  # type: ignore[attr-defined]
 
     @property
     def palette(self) -> Palette:

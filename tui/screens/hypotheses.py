@@ -21,7 +21,7 @@ from tui.widgets.row_table import RowTable
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisExample, HypothesisRow
-    from tui.app import HypothesisTestState
+    from tui.jobs import HypothesisTestState
 
 STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·"}
 DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
