@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.reactive import reactive
 from textual.widgets import Input, Static
 
 from engine.kinds import SEGMENT_KINDS
@@ -44,6 +45,13 @@ SORTS = (("q", "q"), ("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "de
 PAGE = 200
 
 
+def _all_deltas() -> DeltaFilter:
+    """No filter (the store package loads when the screen does, not with the TUI)."""
+    from engine.store.queries import DeltaFilter
+
+    return DeltaFilter()
+
+
 def columns(width: int) -> Columns:
     return (
         ("feature", None),
@@ -65,11 +73,10 @@ class DeltasScreen(RldiffScreen):
     AUTO_FOCUS = "#deltas"
     BINDINGS = keymap.DELTAS
 
+    filter: reactive[DeltaFilter] = reactive(_all_deltas, init=False)
+
     def __init__(self) -> None:
         super().__init__()
-        from engine.store.queries import DeltaFilter
-
-        self.filter: DeltaFilter = DeltaFilter()
         self._q_label = "tested"
         self._scale = 0.1
         self._rows: list[DeltaRow] = []
@@ -167,36 +174,35 @@ class DeltasScreen(RldiffScreen):
 
     # -- actions ---------------------------------------------------------------------------------------------
 
-    def set_filter(self, flt: DeltaFilter) -> None:
-        self.filter = flt
+    def watch_filter(self) -> None:
         self._show_filters()
         self.reload()
 
     def action_cycle_kind(self) -> None:
-        self.set_filter(replace(self.filter, kind=_cycle(KINDS, self.filter.kind)))
+        self.filter = replace(self.filter, kind=_cycle(KINDS, self.filter.kind))
 
     def action_cycle_direction(self) -> None:
-        self.set_filter(replace(self.filter, direction=_cycle(DIRECTIONS, self.filter.direction)))
+        self.filter = replace(self.filter, direction=_cycle(DIRECTIONS, self.filter.direction))
 
     def action_cycle_source(self) -> None:
-        self.set_filter(replace(self.filter, source=_cycle(SOURCES, self.filter.source)))
+        self.filter = replace(self.filter, source=_cycle(SOURCES, self.filter.source))
 
     def action_cycle_q(self) -> None:
         labels = [q[0] for q in Q_FILTERS]
         label, max_q, tested_only = Q_FILTERS[(labels.index(self._q_label) + 1) % len(Q_FILTERS)]
         self._q_label = label
-        self.set_filter(replace(self.filter, max_q=max_q, tested_only=tested_only))
+        self.filter = replace(self.filter, max_q=max_q, tested_only=tested_only)
 
     def action_cycle_sort(self) -> None:
         keys = [s[1] for s in SORTS]
-        self.set_filter(replace(self.filter, sort=keys[(keys.index(self.filter.sort) + 1) % len(keys)]))
+        self.filter = replace(self.filter, sort=keys[(keys.index(self.filter.sort) + 1) % len(keys)])
 
     def action_search(self) -> None:
         self.query_one(SearchBox).open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "delta-search" and event.value.strip() != self.filter.search:
-            self.set_filter(replace(self.filter, search=event.value.strip()))
+            self.filter = replace(self.filter, search=event.value.strip())
 
     def on_row_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self._open(event.cursor_row)

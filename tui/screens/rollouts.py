@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.reactive import reactive
 from textual.widgets import Input, Static
 
 from engine.safe_text import one_line, safe
@@ -42,10 +43,11 @@ class RolloutsScreen(RldiffScreen):
     AUTO_FOCUS = "#rollouts"
     BINDINGS = keymap.ROLLOUTS
 
+    checkpoint: reactive[str | None] = reactive(None, init=False)  # None: every checkpoint
+    search: reactive[str] = reactive("", init=False)
+
     def __init__(self) -> None:
         super().__init__()
-        self.checkpoint: str | None = None
-        self.search = ""
         self._rows: list[RolloutRow] = []
         self._width = 12
 
@@ -123,21 +125,24 @@ class RolloutsScreen(RldiffScreen):
         if self._rows:
             table.move_cursor(row=min(cursor, len(self._rows) - 1))
 
+    def watch_checkpoint(self) -> None:
+        self.reload()
+        self._show_filters()
+
+    def watch_search(self) -> None:
+        self.reload()
+
     def action_cycle_checkpoint(self) -> None:
         options = [None, *self.rldiff.checkpoints]
         self.checkpoint = (
             options[(options.index(self.checkpoint) + 1) % len(options)] if self.checkpoint in options else None
         )
-        self.reload()
-        self._show_filters()
 
     def action_search(self) -> None:
         self.query_one(SearchBox).open()
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        if event.value.strip() != self.search:
-            self.search = event.value.strip()
-            self.reload()
+        self.search = event.value.strip()
 
     def on_row_table_row_selected(self, event: PagedTable.RowSelected) -> None:
         self.action_open_rollout()
