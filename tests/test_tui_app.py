@@ -10,14 +10,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pytest
 from rich.text import Text
+from textual.message import Message
 from textual.widgets import Input, Static
 
+from engine.store.queries import DeltaRow
 from tests.factories_tui import FixtureSize, build_store, settle
 from tui.app import RldiffApp
+from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
 from tui.screens.feature import FeatureScreen
@@ -30,6 +34,8 @@ from tui.widgets.banner import StoreBanner
 from tui.widgets.paged_table import PagedTable
 from tui.widgets.row_table import RowTable
 from tui.widgets.transcript import Transcript
+
+M = TypeVar("M", bound=Message)
 
 SIZE = (100, 32)
 
@@ -96,13 +102,25 @@ async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) ->
         assert app.screen.current is not None and str(app.screen.current.hypothesis_id) == first
 
 
+def _received(messages: list[Message], kind: type[M]) -> list[M]:
+    return [m for m in messages if isinstance(m, kind)]
+
+
 async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None:
     app = RldiffApp(store_path)
-    async with app.run_test(size=SIZE) as pilot:
+    messages: list[Message] = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await pilot.press("2")
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DeltasScreen)
+
+        def shown() -> list[DeltaRow]:
+            """The rows the screen was sent for its current filter, pages in order."""
+            pages = [m.page for m in _received(messages, DeltaPageLoaded) if m.filter == screen.filter]
+            first = max(i for i, page in enumerate(pages) if page.offset == 0)
+            return [row for page in pages[first:] for row in page.rows]
+
         table = screen.query_one(PagedTable)
         assert table.total == rows(store_path, "SELECT count(*) FROM feature_deltas WHERE tested")[0][0]
         assert table.loaded == 200 < table.total  # one page, not the whole table
@@ -111,22 +129,22 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None
         assert table.loaded > 200  # the next page came as the cursor neared the end
         await pilot.press("home", "f")  # kind: reasoning
         await settle(pilot)
-        assert screen.filter.kind == "reasoning" and {r.kind for r in screen._rows} == {"reasoning"}
+        assert screen.filter.kind == "reasoning" and {r.kind for r in shown()} == {"reasoning"}
         await pilot.press("d", "d")  # direction: decrease
         await settle(pilot)
-        assert screen._rows and all(r.delta < 0 for r in screen._rows)
+        assert shown() and all(r.delta is not None and r.delta < 0 for r in shown())
         await pilot.press("g")  # q <= 0.05
         await settle(pilot)
-        assert all(r.q_value <= 0.05 for r in screen._rows)
+        assert all(r.q_value is not None and r.q_value <= 0.05 for r in shown())
         await pilot.press("f", "f", "f", "f", "d", "o", "o", "o")  # all kinds and directions again; sort: Δ↓
         await settle(pilot)
-        deltas = [r.delta for r in screen._rows]
+        deltas = [r.delta or 0.0 for r in shown()]
         assert screen.filter.sort == "decrease" and deltas == sorted(deltas)
         await pilot.press("slash", *"transfer_to", "enter")
         await settle(pilot)
-        assert screen._rows and all("transfer_to" in r.label for r in screen._rows)
+        assert shown() and all("transfer_to" in r.label for r in shown())
         assert isinstance(app.focused, PagedTable)
-        feature_id, kind = screen._rows[0].feature_id, screen._rows[0].kind
+        feature_id, kind = shown()[0].feature_id, shown()[0].kind
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, FeatureScreen)
@@ -173,23 +191,28 @@ async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path
 
 async def test_clusters_list_members_and_open_one(store_path: Path) -> None:
     app = RldiffApp(store_path)
-    async with app.run_test(size=SIZE) as pilot:
+    messages: list[Message] = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await pilot.press("3")
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, ClustersScreen)
-        assert len(screen._clusters) == rows(store_path, "SELECT count(*) FROM clusters")[0][0]
-        first = screen._clusters[0].cluster_id
+        clusters = _received(messages, ClustersLoaded)[-1].clusters
+        assert len(clusters) == rows(store_path, "SELECT count(*) FROM clusters")[0][0]
+        first = clusters[0].cluster_id
         members = rows(store_path, "SELECT feature_id FROM cluster_members WHERE cluster_id = ?", [first])
-        assert {m.feature_id for m in screen._members} == {m[0] for m in members}
+        loaded = _received(messages, ClusterMembersLoaded)[-1]
+        assert loaded.cluster_id == first
+        assert {m.feature_id for m in loaded.members} == {m[0] for m in members}
         await pilot.press("down")
         await settle(pilot)
-        assert screen._member_of == screen._clusters[1].cluster_id
+        loaded = _received(messages, ClusterMembersLoaded)[-1]
+        assert loaded.cluster_id == clusters[1].cluster_id  # the members follow the cursor
         await pilot.press("enter")
         assert app.focused is screen.query_one("#members", RowTable)
         await pilot.press("enter")
         await settle(pilot)
-        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == screen._members[0].feature_id
+        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == loaded.members[0].feature_id
 
 
 async def test_triage_decisions_and_notes_persist(store_path: Path) -> None:
