@@ -1,9 +1,21 @@
-"""The kinds of segment rldiff analyses (the store's `segments.kind`) and the pre-declared testing families.
-Imports nothing, so anything may use it."""
+"""rldiff's vocabulary: segment kinds (the store's `segments.kind`), feature sources, directions, delta sorts,
+and the pre-declared testing families; each a `Literal` type with the tuple of its values.
+Imports only `typing`, so anything may use it."""
 
-SEGMENT_KINDS: tuple[str, ...] = ("reasoning", "text", "tool_call")
+from typing import Literal, get_args
+
+Kind = Literal["reasoning", "text", "tool_call"]
+SEGMENT_KINDS: tuple[Kind, ...] = get_args(Kind)
 # The rollout-level view of a feature in the deltas: fires anywhere in the rollout.
-ANY = "any"
+ANY: Literal["any"] = "any"
+DeltaKind = Literal["reasoning", "text", "tool_call", "any"]
+
+Source = Literal["sae", "structural", "concept", "group"]  # features.source
+SOURCES: tuple[Source, ...] = get_args(Source)
+Direction = Literal["increase", "decrease"]
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+DeltaSort = Literal["abs_delta", "increase", "decrease", "q", "label"]  # orders of the deltas table
+DELTA_SORTS: tuple[DeltaSort, ...] = get_args(DeltaSort)
 
 # Each family gets its own Benjamini-Hochberg correction (docs/statistics.md): a few strong structural tests
 # must not drown among thousands of SAE tests, and rollout-level rows (which length can move) stay apart.

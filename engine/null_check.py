@@ -61,7 +61,7 @@ def _copy_checkpoint(target: Store, source: Path, checkpoint: str | None) -> str
     try:
         names = [r[0] for r in target.execute("SELECT checkpoint FROM src.checkpoints ORDER BY ordinal").fetchall()]
         chosen = checkpoint or (names[0] if names else None)
-        if chosen not in names:
+        if chosen is None or chosen not in names:
             raise InputError(f"{source}: no checkpoint named {chosen!r} (have: {', '.join(names) or 'none'})")
         keys = "rollout_key IN (SELECT rollout_key FROM src.rollouts WHERE checkpoint = ?)"
         with target.transaction():
@@ -78,7 +78,8 @@ def _copy_checkpoint(target: Store, source: Path, checkpoint: str | None) -> str
 
 def deal(rollouts: pl.DataFrame, rng: np.random.Generator) -> pl.DataFrame:
     """(rollout_key, checkpoint): each task's rollouts shuffled and dealt alternately to the two sides."""
-    keys, sides = [], []
+    keys: list[int] = []
+    sides: list[str] = []
     for task in sorted(rollouts["task_id"].unique().to_list()):
         members = np.sort(rollouts.filter(pl.col("task_id") == task)["rollout_key"].to_numpy())
         order = rng.permutation(members)

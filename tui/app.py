@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from textual import events
 from textual.app import App
+from textual.binding import BindingType
 from textual.screen import Screen
 from textual.worker import get_current_worker
 
@@ -48,7 +49,7 @@ class RldiffApp(JobRunner):
         "hypotheses": HypothesesScreen,
         "rollouts": RolloutsScreen,
     }
-    BINDINGS = keymap.APP
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.APP]
     COMMANDS = App.COMMANDS | {JumpProvider}
     COMMAND_PALETTE_BINDING = "ctrl+p"
 
@@ -179,7 +180,7 @@ class RldiffApp(JobRunner):
         Each mode keeps one screen of each `kind` installed and shows new data in it (`show`), rather than
         building a screen per item: composing and styling a screen's widgets costs more than the query."""
 
-        async def put_up(data: T) -> None:
+        def put_up(data: T) -> None:
             name = f"{kind.__name__}:{self.current_mode}"
             screen = self.get_screen(name) if self.is_screen_installed(name) else None
             if screen is None or screen in self.screen_stack:  # new, or deeper in this stack: a screen of its own
@@ -188,7 +189,7 @@ class RldiffApp(JobRunner):
                     self.install_screen(screen, name)
             elif isinstance(screen, kind):
                 show(screen, data)
-            await self.push_screen(screen)
+            self.push_screen(screen)
 
         def work() -> None:
             worker = get_current_worker()

@@ -162,12 +162,15 @@ def _labels(run: FeatureRun, examples: pl.DataFrame, tokens: list[list[list[floa
         examples.select("feature_id", "segment_id", "activation", "content_hash").iter_rows(), tokens, strict=True
     ):
         kind, text = by_id[segment_id]
-        pooled[feature_id].append((activation, content_hash, Example(text, kind, [tuple(t) for t in toks])))
+        spans = [(int(start), int(end), float(value)) for start, end, value in toks]
+        pooled[feature_id].append((activation, content_hash, Example(text, kind, spans)))
     per_feature: dict[int, list[Example]] = {}
     for feature_id, items in pooled.items():
         items.sort(key=lambda t: -t[0])
-        seen: set[str] = set()
-        per_feature[feature_id] = [e for _, h, e in items if not (h in seen or seen.add(h))]
+        by_text: dict[str, Example] = {}  # the strongest example of each distinct text
+        for _, content_hash, example in items:
+            by_text.setdefault(content_hash, example)
+        per_feature[feature_id] = list(by_text.values())
     contexts = {fid: [context_ngrams(e) for e in exs] for fid, exs in per_feature.items()}
     candidates = {g for grams in contexts.values() for found in grams for g in found}
     offset = int(run.rng.integers(2**31 - 1))

@@ -283,7 +283,7 @@ def spec_kinds(spec: dict[str, Any]) -> list[str]:
 def describe(spec: dict[str, Any]) -> str:
     """A one-line readable rendering of a spec, for tables and reports."""
     op = next((k for k in spec if k != "ignore_case"), "?")
-    arg = spec.get(op)
+    arg: Any = spec.get(op)
     if op in ("all", "any"):
         return "(" + (" AND " if op == "all" else " OR ").join(describe(c) for c in arg) + ")"
     if op == "not":

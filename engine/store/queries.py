@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 import duckdb
 
-Connection = duckdb.DuckDBPyConnection
+from engine.kinds import DeltaKind, DeltaSort, Direction, Source
 
-DELTA_SORTS: tuple[str, ...] = ("abs_delta", "increase", "decrease", "q", "label")
+Connection = duckdb.DuckDBPyConnection
 
 
 def _rows(con: Connection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
@@ -191,13 +191,13 @@ def study_summary(con: Connection) -> StudySummary:
 class DeltaFilter:
     """What the deltas table shows. `max_q = None` with `tested_only = False` shows untested rows too."""
 
-    kind: str | None = None
-    direction: Literal["increase", "decrease"] | None = None
-    source: Literal["sae", "structural", "concept", "group"] | None = None
+    kind: DeltaKind | None = None
+    direction: Direction | None = None
+    source: Source | None = None
     max_q: float | None = None
     tested_only: bool = True
     search: str = ""
-    sort: str = "q"
+    sort: DeltaSort = "q"
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,8 @@ def _delta_row(r: dict[str, Any]) -> DeltaRow:
 
 
 def _delta_where(flt: DeltaFilter) -> tuple[str, list[Any]]:
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
     if flt.kind:
         clauses.append("d.kind = ?")
         params.append(flt.kind)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
 from textual.worker import get_current_worker
@@ -99,7 +100,8 @@ class RldiffScreen(StoreWork, Screen[Any]):
         yield NavBar(self.NAV, self.rldiff.session.path.name)
         yield StoreBanner()
         yield from self.compose_body()
-        yield KeyBar([*self.BINDINGS, *keymap.APP], self.rldiff.keymap_overrides)
+        shown = [b for b in [*self.BINDINGS, *keymap.APP] if isinstance(b, Binding)]
+        yield KeyBar(shown, self.rldiff.keymap_overrides)
 
     def compose_body(self) -> ComposeResult:
         yield from ()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.widgets import Static
 
 from engine.safe_text import one_line
@@ -35,7 +36,7 @@ def member_columns(width: int) -> Columns:
 class ClustersScreen(RldiffScreen):
     NAV = "clusters"
     AUTO_FOCUS = "#clusters"
-    BINDINGS = keymap.CLUSTERS
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.CLUSTERS]
 
     def __init__(self) -> None:
         super().__init__()

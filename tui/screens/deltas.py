@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
-from engine.kinds import SEGMENT_KINDS
+from engine.kinds import ANY, DIRECTIONS, SEGMENT_KINDS, SOURCES, DeltaKind, DeltaSort, Direction, Source
 from engine.safe_text import one_line
 from tui import keymap
 from tui.messages import DeltaPageLoaded
@@ -25,10 +26,10 @@ from tui.widgets.search_box import SearchBox
 if TYPE_CHECKING:
     from engine.store.queries import DeltaFilter, DeltaRow
 
-KINDS = (None, *SEGMENT_KINDS, "any")
+KINDS: tuple[DeltaKind | None, ...] = (None, *SEGMENT_KINDS, ANY)
 KIND_SHORT = {"reasoning": "reas", "text": "text", "tool_call": "tool", "any": "any"}
-DIRECTIONS = (None, "increase", "decrease")
-SOURCES = (None, "sae", "structural", "concept", "group")
+DIRECTION_FILTERS: tuple[Direction | None, ...] = (None, *DIRECTIONS)
+SOURCE_FILTERS: tuple[Source | None, ...] = (None, *SOURCES)
 SOURCE_SHORT = {"sae": "sae", "structural": "str", "concept": "con", "group": "grp"}
 
 
@@ -41,7 +42,13 @@ def _source_or_family(row: DeltaRow) -> str:
 
 # (label, max_q, tested_only)
 Q_FILTERS = (("tested", None, True), ("q≤0.05", 0.05, True), ("q≤0.01", 0.01, True), ("all", None, False))
-SORTS = (("q", "q"), ("|Δ|", "abs_delta"), ("Δ↑", "increase"), ("Δ↓", "decrease"), ("label", "label"))
+SORTS: tuple[tuple[str, DeltaSort], ...] = (
+    ("q", "q"),
+    ("|Δ|", "abs_delta"),
+    ("Δ↑", "increase"),
+    ("Δ↓", "decrease"),
+    ("label", "label"),
+)
 PAGE = 200
 
 
@@ -64,14 +71,18 @@ def columns(width: int) -> Columns:
     )
 
 
-def _cycle(options: tuple, current: object) -> object:
+C = TypeVar("C")
+
+
+def _cycle(options: tuple[C, ...], current: C) -> C:
+    """The option after `current`, round to the first."""
     return options[(options.index(current) + 1) % len(options)]
 
 
 class DeltasScreen(RldiffScreen):
     NAV = "deltas"
     AUTO_FOCUS = "#deltas"
-    BINDINGS = keymap.DELTAS
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.DELTAS]
 
     filter: reactive[DeltaFilter] = reactive(_all_deltas, init=False)
 
@@ -182,10 +193,10 @@ class DeltasScreen(RldiffScreen):
         self.filter = replace(self.filter, kind=_cycle(KINDS, self.filter.kind))
 
     def action_cycle_direction(self) -> None:
-        self.filter = replace(self.filter, direction=_cycle(DIRECTIONS, self.filter.direction))
+        self.filter = replace(self.filter, direction=_cycle(DIRECTION_FILTERS, self.filter.direction))
 
     def action_cycle_source(self) -> None:
-        self.filter = replace(self.filter, source=_cycle(SOURCES, self.filter.source))
+        self.filter = replace(self.filter, source=_cycle(SOURCE_FILTERS, self.filter.source))
 
     def action_cycle_q(self) -> None:
         labels = [q[0] for q in Q_FILTERS]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
@@ -126,7 +127,7 @@ def load_feature(feature_id: int) -> Callable[[duckdb.DuckDBPyConnection], Featu
 
 
 class FeatureScreen(RldiffScreen):
-    BINDINGS = keymap.FEATURE
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.FEATURE]
     NAV = "deltas"
     AUTO_FOCUS = "#examples"
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
@@ -33,7 +34,7 @@ COLUMNS = (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("
 class HypothesesScreen(RldiffScreen):
     NAV = "hypotheses"
     AUTO_FOCUS = "#hypotheses"
-    BINDINGS = keymap.HYPOTHESES
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.HYPOTHESES]
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Select, Static
@@ -155,7 +155,7 @@ class LabelScreen(StoreWork, ModalScreen[int]):
     Each answer is written at once; dismissed with the number of labels given.
     """
 
-    BINDINGS = keymap.LABEL
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.LABEL]
 
     def __init__(self, hypothesis: HypothesisRow) -> None:
         super().__init__()

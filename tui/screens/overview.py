@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
@@ -66,7 +67,7 @@ def _stages_text(summary: StudySummary) -> Text:
 class OverviewScreen(RldiffScreen):
     NAV = "overview"
     AUTO_FOCUS = "#findings"
-    BINDINGS = keymap.OVERVIEW
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.OVERVIEW]
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="overview-body"):

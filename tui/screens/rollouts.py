@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.widgets import Input, Static
@@ -41,7 +42,7 @@ COLUMNS = (
 class RolloutsScreen(RldiffScreen):
     NAV = "rollouts"
     AUTO_FOCUS = "#rollouts"
-    BINDINGS = keymap.ROLLOUTS
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.ROLLOUTS]
 
     checkpoint: reactive[str | None] = reactive(None, init=False)  # None: every checkpoint
     search: reactive[str] = reactive("", init=False)
@@ -174,7 +175,7 @@ class RolloutViewerScreen(RldiffScreen):
 
     NAV = "rollouts"
     AUTO_FOCUS = "#main-transcript"
-    BINDINGS = keymap.VIEWER
+    BINDINGS: ClassVar[list[BindingType]] = [*keymap.VIEWER]
 
     def __init__(self, rollout_key: int, *, segment_id: int | None = None, loaded: TranscriptLoaded | None = None):
         """`loaded`: the transcript when the opener already has it (then the screen opens complete)."""

@@ -234,10 +234,11 @@ class RowTable(ScrollView, can_focus=True):
             index = scroll_y + y - 1
             if index >= len(self._keys):
                 return Strip.blank(self.size.width, self.rich_style)
-            strip = self._strips.get(index)
-            if strip is None:
+            cached = self._strips.get(index)
+            if cached is None:
                 cells = self._cells[index]
-                strip = self._strips[index] = self._line(cells() if callable(cells) else cells)
+                cached = self._strips[index] = self._line(cells() if callable(cells) else cells)
+            strip = cached
             style = self._row_style(index)
             strip = strip.adjust_cell_length(width, style).apply_style(style)
         return strip.crop(scroll_x, scroll_x + self.size.width)

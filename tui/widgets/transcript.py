@@ -150,7 +150,7 @@ class Transcript(BlockList):
     BINDINGS = [
         Binding("tab", "next_message", "Next message", show=False),
         Binding("shift+tab", "previous_message", "Previous message", show=False),
-        Binding("enter,space", "toggle", "Fold/unfold", show=False),
+        Binding("enter,space", "fold", "Fold/unfold", show=False),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -200,7 +200,7 @@ class Transcript(BlockList):
         else:
             self.screen.focus_previous()
 
-    def action_toggle(self) -> None:
+    def action_fold(self) -> None:
         if self.blocks:
             block = self.blocks[self.current]
             block.expanded = not block.expanded
