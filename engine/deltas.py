@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "deltas"
 # Bumped when the statistics change, so a stored run of an older method is recomputed.
-METHOD_VERSION = 2
+METHOD_VERSION = 3
 KINDS = SEGMENT_KINDS
 CONFIDENCE = 0.95
 # Refinement of p-values stuck at the Monte Carlo floor goes up to this many times config.permutations.
@@ -250,23 +250,22 @@ def _exposure_covariates(data: Discovery, rows: np.ndarray) -> tuple[np.ndarray,
     A feature's exposure in a rollout is the number of segments it could fire on: those of every kind it fires
     on anywhere in discovery (both checkpoints pooled, so label-free), counting for tool calls only the calls
     to the tools it fires on. A feature that fires on every call to its tools (a tool's identity, `tool:X`)
-    is about the choice of tool, not about the calls: its exposure is every tool call, since adjusting for calls
-    to X would explain "calls X anywhere" away entirely. Features with the same kinds and tools share a pattern
-    (one residualised label); a feature that never fires falls back to the rollout's length. Covariates:
-    log(1 + E) and its square.
+    is about the choice of tool, not about the calls (adjusting for calls to X would explain "calls X anywhere"
+    away entirely), and so is a feature that never fires: their exposure is the rollout's length. Features
+    with the same pattern share one residualised label. Covariates: log(1 + E) and its square.
     """
     kinds = [k for k in KINDS if k in data.counts]
     n_features = data.features.height
     fires = [np.asarray(data.counts[k][rows].sum(axis=0)).ravel() > 0 for k in kinds]
     keys = [f for k, f in zip(kinds, fires, strict=True) if k != "tool_call" or data.tool_support is None]
+    identity = np.zeros(n_features, dtype=bool)
     if "tool_call" in kinds and data.tool_support is not None:
         on_tool = fires[kinds.index("tool_call")]
-        support = data.tool_support.toarray().astype(bool)
         calls = np.asarray(data.tool_support.T @ data.tool_totals[rows].sum(axis=0)).ravel()
         identity = on_tool & (np.asarray(data.counts["tool_call"][rows].sum(axis=0)).ravel() >= calls)
-        support[:, identity] = True
-        keys += list(support & on_tool[None, :])
+        keys += list(data.tool_support.toarray().astype(bool) & on_tool[None, :])
     key_matrix = np.column_stack(keys) if keys else np.zeros((n_features, 0), dtype=bool)
+    key_matrix[identity] = False
     patterns, code = np.unique(key_matrix, axis=0, return_inverse=True)
     plain = [k for k in kinds if k != "tool_call" or data.tool_support is None]
     covariates = []
