@@ -25,6 +25,12 @@ from engine.progress import NullProgress
 
 N_TOOLS = 3  # tools the structural (tool-call) features are about, one feature family per tool
 LEVEL = 0.05
+# Per-call firing probability of the SAE tool-call features on calls to the new tool: far above their rate on
+# the other tools (about 0.1), so a share of all tool calls rises with the new tool's share alone.
+NEW_TOOL_FIRING = 0.5
+# Nominal levels at which the null p-values' tail is compared with its expected share (invalid tails can hide
+# behind a nominal size at 0.05 and still break BH, which uses the smallest p-values).
+TAILS = (0.001, 0.005, 0.01)
 
 
 @dataclass(frozen=True)
@@ -36,8 +42,11 @@ class Scenario:
     per_cell: int = 4
     n_text: int = 20  # SAE-family features on text segments
     n_tool: int = 12  # structural features on tool calls, N_TOOLS tools
+    tool_messages: float = 6.0  # mean tool-call messages per rollout (one call each, N_TOOLS tools)
+    n_sae_tool: int = 0  # SAE-family features firing on calls to every tool, the new one included
     length: float = 1.0  # after-rollouts' segments, x
     task_length_sd: float = 0.0  # sd of a per-task log length change, tied to the task's rate
+    factor_loading: float = 0.6  # every feature's loading on one rollout factor (0: independent given the task)
     new_tool_share: float = 0.0  # share of tool-call messages given an extra call to a new tool (after)
     unbalanced: bool = False  # cell sizes follow the task's rate (after cells larger in high-rate tasks)
     shift: float = 0.0  # planted per-segment probability shift (after) on the first `n_shifted` of each family
@@ -56,12 +65,15 @@ SCENARIOS = {
         Scenario("length", length=1.6),
         Scenario("task_length", task_length_sd=0.5),
         Scenario("composition", new_tool_share=0.25),
+        Scenario("composition_sae", new_tool_share=0.25, n_sae_tool=12),
         Scenario("unbalanced", unbalanced=True),
         Scenario("few_tasks", n_tasks=4, per_cell=16, task_length_sd=0.5),
         Scenario("coverage_10", n_tasks=10, shift=0.08, n_shifted=4),
         Scenario("coverage_20", n_tasks=20, shift=0.08, n_shifted=4),
         Scenario("power_40", n_tasks=40, shift=0.08, n_shifted=4),
+        Scenario("power_40_calls", n_tasks=40, shift=0.08, n_shifted=4, tool_messages=30.0),
         Scenario("structural_4x8", n_tasks=4, per_cell=8, shift=0.30, n_shifted=4, n_text=10),
+        Scenario("independent", factor_loading=0.0),  # last: the seeds of the others stay those of earlier runs
     )
 }
 
@@ -76,8 +88,11 @@ def _cell_sizes(scenario: Scenario, task_effect: np.ndarray, rng: np.random.Gene
     return np.maximum(sizes, 1)
 
 
-def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, np.ndarray]:
-    """One study: (Discovery, true effect per feature column on its own kind)."""
+def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, np.ndarray, np.ndarray]:
+    """One study: (Discovery, true effect per feature column on its own kind, whether its 'any' row is null).
+
+    The SAE tool-call features fire on the new tool's calls, so their "fires anywhere" truly rises with the new
+    tool: their 'any' rows have no known truth."""
     g = scenario.n_tasks
     task_effect = rng.normal(0, 1, g)
     sizes = _cell_sizes(scenario, task_effect, rng)
@@ -87,7 +102,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
     multiplier = np.where(is_after, scenario.length, 1.0)
     if scenario.task_length_sd:
         multiplier = multiplier * np.where(is_after, np.exp(scenario.task_length_sd * task_effect[task]), 1.0)
-    messages = rng.poisson(6 * multiplier) + 1  # tool-call messages
+    messages = rng.poisson(scenario.tool_messages * multiplier) + 1
     text_segments = rng.poisson(10 * multiplier) + 1
     tool_of_call = rng.multinomial(messages, np.full(N_TOOLS, 1 / N_TOOLS))  # (n, N_TOOLS) one call per message
     new_calls = rng.binomial(messages, scenario.new_tool_share * is_after)
@@ -99,7 +114,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
             base
             + 0.8 * task_effect[task][:, None]
             + rng.normal(0, 0.5, (g, n_features))[task]
-            + 0.6 * factor[:, None]
+            + scenario.factor_loading * factor[:, None]
             + rng.normal(0, 0.6, (n, n_features))
         )
         prob = 0.6 / (1 + np.exp(-logit))
@@ -109,12 +124,18 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
     text_counts = rng.binomial(text_segments[:, None], probabilities(scenario.n_text))
     tool_feature = np.arange(scenario.n_tool) % N_TOOLS  # feature j fires only on calls to its tool
     tool_counts = rng.binomial(tool_of_call[:, tool_feature], probabilities(scenario.n_tool))
-    m = scenario.n_text + scenario.n_tool
-    text = np.hstack([text_counts, np.zeros((n, scenario.n_tool))])
-    tool = np.hstack([np.zeros((n, scenario.n_text)), tool_counts])
+    n_fixed, m = scenario.n_text + scenario.n_tool, scenario.n_text + scenario.n_tool + scenario.n_sae_tool
     tool_totals = np.column_stack([tool_of_call, new_calls])
-    support = np.zeros((N_TOOLS + 1, m))
-    support[tool_feature, scenario.n_text + np.arange(scenario.n_tool)] = 1
+    per_tool = np.zeros((N_TOOLS + 1, n, m))  # firing calls per tool
+    per_tool[tool_feature, :, scenario.n_text + np.arange(scenario.n_tool)] = tool_counts.T
+    sae_tool = probabilities(scenario.n_sae_tool)  # same per-call rate on every old tool, NEW_TOOL_FIRING on the new
+    per_tool[:N_TOOLS, :, n_fixed:] = rng.binomial(tool_of_call.T[:, :, None], sae_tool[None])
+    per_tool[N_TOOLS, :, n_fixed:] = rng.binomial(
+        new_calls[:, None], np.full((n, scenario.n_sae_tool), NEW_TOOL_FIRING)
+    )
+    text = np.hstack([text_counts, np.zeros((n, m - scenario.n_text))])
+    tool = per_tool.sum(axis=0)
+    support = (per_tool.sum(axis=1) > 0).astype(float)
     counts = {"text": sp.csc_array(text), "tool_call": sp.csc_array(tool), ANY: sp.csc_array((text + tool) > 0)}
     totals = {"text": text_segments.astype(float), "tool_call": tool_totals.sum(axis=1).astype(float)}
     totals[ANY] = np.ones(n)
@@ -127,7 +148,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
             "reward": rng.random(n),
         }
     )
-    source = ["sae"] * scenario.n_text + ["structural"] * scenario.n_tool
+    source = ["sae"] * scenario.n_text + ["structural"] * scenario.n_tool + ["sae"] * scenario.n_sae_tool
     features = pl.DataFrame({"feature_id": np.arange(m), "source": source})
     truth = np.zeros(m)
     truth[: scenario.n_shifted] = scenario.shift
@@ -141,8 +162,9 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
         (text_segments + tool_totals.sum(axis=1)).astype(float),
         tool_totals.astype(float),
         sp.csr_array(support),
+        tuple(sp.csc_array(part) for part in per_tool),
     )
-    return data, truth
+    return data, truth, np.arange(m) < n_fixed
 
 
 @dataclass
@@ -158,6 +180,7 @@ class Tally:
     planted_found: dict[str, int] = field(default_factory=dict)
     covered: dict[str, int] = field(default_factory=dict)
     intervals: dict[str, int] = field(default_factory=dict)
+    null_p: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
     def add(self, table: dict[str, int], family: str, value: float) -> None:
         table[family] = table.get(family, 0) + value
@@ -165,15 +188,14 @@ class Tally:
 
 def run_study(scenario: Scenario, rng: np.random.Generator, n_permutations: int) -> pl.DataFrame:
     """The tested rows of one simulated study, with the truth beside them ('truth' NaN where unknown)."""
-    data, truth = simulate(scenario, rng)
+    data, truth, any_null = simulate(scenario, rng)
     tables = compute_deltas(data, rng, n_permutations=n_permutations, fdr=LEVEL, progress=NullProgress())
     rows = tables.deltas.filter(pl.col("tested"))
-    true_effect = pl.DataFrame({"feature_id": np.arange(truth.size), "truth": truth})
+    true_effect = pl.DataFrame({"feature_id": np.arange(truth.size), "truth": truth, "any_null": any_null})
     rows = rows.join(true_effect, on="feature_id")
     # The planted shift is on its own kind; the rollout-level rows of planted features have no known truth.
-    return rows.with_columns(
-        truth=pl.when(pl.col("kind") == ANY).then(pl.when(pl.col("truth") == 0).then(0.0)).otherwise("truth")
-    )
+    any_truth = pl.when((pl.col("truth") == 0) & pl.col("any_null")).then(0.0)
+    return rows.with_columns(truth=pl.when(pl.col("kind") == ANY).then(any_truth).otherwise("truth")).drop("any_null")
 
 
 def tally(scenario: Scenario, studies: int, seed: int, n_permutations: int) -> Tally:
@@ -189,6 +211,7 @@ def tally(scenario: Scenario, studies: int, seed: int, n_permutations: int) -> T
             false = found.filter(pl.col("truth") == 0)
             out.add(out.null_tests, family, null.height)
             out.add(out.null_p05, family, int((null["p_value"] < LEVEL).sum()))
+            out.null_p.setdefault(family, []).append(null["p_value"].to_numpy())
             out.add(out.studies_false_q, family, int(false.height > 0))
             out.add(out.fdp_sum, family, false.height / found.height if found.height else 0.0)
             out.add(out.planted, family, planted.height)
@@ -214,7 +237,9 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
         cover = _share(result.covered.get(family, 0), result.intervals.get(family, 0))
         power = _share(result.planted_found.get(family, 0), result.planted.get(family, 0))
         if scenario.null:
-            what = f"size {size} (<= 5.5%)  any false q {any_false} (<= 6% a family)"
+            p = np.concatenate(result.null_p.get(family, [np.array([])]))
+            tails = " ".join(f"{(p <= a).mean() / a if p.size else np.nan:4.2f}" for a in TAILS)
+            what = f"size {size} (<= 5.5%)  any false q {any_false} (<= 6% a family)  FDR {fdr}  tail/nominal {tails}"
         else:
             what = f"FDR {fdr} (<= 5%)  power {power}"
         lines.append(f"  {family:<11} {what}  coverage {cover} (>= 94% from 10 tasks)")
@@ -229,10 +254,12 @@ def main() -> None:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     args = parser.parse_args()
     start = time.perf_counter()
-    for i, name in enumerate(args.scenarios.split(",")):
+    print(f"tail/nominal: the share of null p-values <= {', '.join(map(str, TAILS))}, each over its nominal value")
+    for name in args.scenarios.split(","):
         scenario = SCENARIOS[name]
         t0 = time.perf_counter()
-        result = tally(scenario, args.studies, args.seed + i, args.permutations)
+        # Each scenario's seed is --seed plus its place in SCENARIOS, whichever scenarios are run.
+        result = tally(scenario, args.studies, args.seed + list(SCENARIOS).index(name), args.permutations)
         print("\n".join(report(scenario, result, args.studies, time.perf_counter() - t0)), flush=True)
     print(f"seed {args.seed}, {args.permutations} permutations, wall time {time.perf_counter() - start:.0f} s")
 

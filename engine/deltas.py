@@ -2,9 +2,10 @@
 
 For every feature and segment kind (plus 'any', the rollout-level view): prevalence per checkpoint as the
 task-weighted mean of each rollout's own rate (firing segments of the kind / its segments of the kind; for
-tool calls, among calls to the tools the feature fires on), the pooled share beside it, the rollout-level rate
-(share of rollouts where it fires at least once), delta and ratio, a within-task permutation p-value (for
-'any' rows adjusted for log-length, Freedman-Lane), Benjamini-Hochberg q-values within each pre-declared
+tool calls, stratified over tools: its rate among calls to each tool, combined with label-free tool weights),
+the pooled share beside it, the rollout-level rate (share of rollouts where it fires at least once), delta and
+ratio, a within-task permutation p-value (for 'any' rows adjusted for the feature's own log-exposure,
+Freedman-Lane), Benjamini-Hochberg q-values within each pre-declared
 family (engine.kinds.FAMILIES), a confidence interval on the same estimand, and the association of firing with
 reward within each checkpoint. A feature is tested only when the design lets it reach significance (Tarone);
 the others are recorded as skipped. Methods and choices: docs/statistics.md.
@@ -30,7 +31,7 @@ from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.fdr import family_qvalues
 from engine.stats.intervals import effect_interval
-from engine.stats.permutation import PermutationBlock, refined_pvalues
+from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
 from engine.stats.rates import effects, rollout_rates, standardised_prevalence
 from engine.stats.reward import reward_association
 from engine.store import Store
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "deltas"
 # Bumped when the statistics change, so a stored run of an older method is recomputed.
-METHOD_VERSION = 2
+METHOD_VERSION = 3
 KINDS = SEGMENT_KINDS
 CONFIDENCE = 0.95
 # Refinement of p-values stuck at the Monte Carlo floor goes up to this many times config.permutations.
@@ -66,6 +67,7 @@ class Discovery:
     lengths: np.ndarray  # (n_rollouts,) analysed segments (all kinds)
     tool_totals: np.ndarray | None = None  # (n_rollouts, n_tools) tool calls per tool
     tool_support: sp.csr_array | None = None  # (n_tools, n_features) 1 where the feature fires on that tool
+    tool_counts: tuple[sp.csc_array, ...] | None = None  # per tool: (n_rollouts, n_features) firing calls to it
 
     @property
     def is_after(self) -> np.ndarray:
@@ -137,10 +139,10 @@ def load_discovery(
             "JOIN delta_rollouts d USING (rollout_key) WHERE s.kind = 'tool_call' GROUP BY ALL"
         )
         tool_fired = store.frame(
-            "SELECT DISTINCT coalesce(s.tool_name, '') AS tool, g.grp AS f FROM segment_features sf "
-            "JOIN features f USING (feature_id) JOIN delta_groups g USING (feature_id) "
+            "SELECT d.r, coalesce(s.tool_name, '') AS tool, g.grp AS f, count(DISTINCT s.segment_id) AS n "
+            "FROM segment_features sf JOIN features f USING (feature_id) JOIN delta_groups g USING (feature_id) "
             "JOIN segments s USING (segment_id) JOIN delta_rollouts d USING (rollout_key) "
-            "WHERE sf.activation >= f.threshold AND s.kind = 'tool_call'"
+            "WHERE sf.activation >= f.threshold AND s.kind = 'tool_call' GROUP BY ALL"
         )
     finally:
         store.execute("DROP TABLE IF EXISTS delta_rollouts")
@@ -171,10 +173,19 @@ def load_discovery(
         (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]),
         tool_calls["n"].to_numpy(),
     )
+    pairs = tool_fired.select("tool", "f").unique()
     support = sp.csr_array(
-        (np.ones(tool_fired.height), ([tool_code[t] for t in tool_fired["tool"]], tool_fired["f"].to_numpy())),
+        (np.ones(pairs.height), ([tool_code[t] for t in pairs["tool"]], pairs["f"].to_numpy())),
         shape=(len(tools), m),
     )
+    per_tool = []
+    for name in tools:
+        hits = tool_fired.filter(pl.col("tool") == name)
+        per_tool.append(
+            sp.csc_array(
+                (hits["n"].to_numpy().astype(np.float32), (hits["r"].to_numpy(), hits["f"].to_numpy())), shape=(n, m)
+            )
+        )
     return Discovery(
         kept.select("rollout_key", "task_id", "task_code", "is_after", "reward"),
         columns.select("feature_id", "source"),
@@ -184,6 +195,7 @@ def load_discovery(
         np.bincount(seg_totals["r"].to_numpy(), weights=seg_totals["n"].to_numpy(), minlength=n),
         tool_totals if tools else None,
         support if tools else None,
+        tuple(per_tool) if tools else None,
     )
 
 
@@ -195,16 +207,86 @@ def _rows_of_kind(data: Discovery, kind: str) -> tuple[np.ndarray, CheckpointDes
 
 
 def _denominators(data: Discovery, kind: str, rows: np.ndarray) -> np.ndarray:
-    """Segments each rate divides by: the kind's segments; for tool calls, per feature, the calls to the tools
-    the feature fires on anywhere in discovery (so a new tool cannot dilute every other tool feature)."""
+    """Segments behind each pooled share: the kind's segments; for tool calls, per feature, the calls to the
+    tools the feature fires on anywhere in discovery."""
     if kind == "tool_call" and data.tool_totals is not None:
         return np.asarray(data.tool_support.T @ data.tool_totals[rows].T, dtype=np.float64).T
     return data.totals[kind][rows]
 
 
+def _tool_weights(data: Discovery, rows: np.ndarray) -> np.ndarray:
+    """(n_tools, n_features) each tool's weight in a feature's stratified tool-call rate: the pooled calls to the
+    tool over both checkpoints (label-free), among the tools the feature fires on, summing to 1 per feature."""
+    calls = data.tool_totals[rows].sum(axis=0)
+    weight = data.tool_support.toarray() * calls[:, None]
+    total = weight.sum(axis=0)
+    return np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
+
+
+def _tool_stratified_rates(data: Discovery, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
+    """(rows, n_features) each rollout's tool-call rate stratified over tools: sum over tools t of w_t x (rate
+    among its calls to t), with `_tool_weights`.
+
+    A rollout without calls to t gets the feature's task mean rate on t (rollout_rates' label-free imputation),
+    so it adds nothing to t's within-task contrast. A new tool (or any change in the tool mix) moves neither a
+    feature's rate on the other tools nor their weights' meaning: the rate is composition-proof whatever the
+    feature's source, while the pooled share beside it is not.
+    """
+    weight = _tool_weights(data, rows)
+    tool_totals = data.tool_totals[rows]
+    out = np.zeros((rows.size, weight.shape[1]))
+    for t, counts in enumerate(data.tool_counts):
+        columns = np.flatnonzero(weight[t] > 0)
+        if columns.size == 0:
+            continue
+        totals = np.broadcast_to(tool_totals[:, t : t + 1], (rows.size, columns.size))
+        rates = rollout_rates(counts[rows][:, columns], totals, design)
+        out[:, columns] += weight[t, columns] * rates
+    return out
+
+
+def _exposure_covariates(data: Discovery, rows: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(pattern code per feature, within-rollout log-exposure covariates per pattern) for 'any' rows.
+
+    A feature's exposure in a rollout is the number of segments it could fire on: those of every kind it fires
+    on anywhere in discovery (both checkpoints pooled, so label-free), counting for tool calls only the calls
+    to the tools it fires on. A feature that fires on every call to its tools (a tool's identity, `tool:X`)
+    is about the choice of tool, not about the calls (adjusting for calls to X would explain "calls X anywhere"
+    away entirely), and so is a feature that never fires: their exposure is the rollout's length. Features
+    with the same pattern share one residualised label. Covariates: log(1 + E) and its square.
+    """
+    kinds = [k for k in KINDS if k in data.counts]
+    n_features = data.features.height
+    fires = [np.asarray(data.counts[k][rows].sum(axis=0)).ravel() > 0 for k in kinds]
+    keys = [f for k, f in zip(kinds, fires, strict=True) if k != "tool_call" or data.tool_support is None]
+    identity = np.zeros(n_features, dtype=bool)
+    if "tool_call" in kinds and data.tool_support is not None:
+        on_tool = fires[kinds.index("tool_call")]
+        calls = np.asarray(data.tool_support.T @ data.tool_totals[rows].sum(axis=0)).ravel()
+        identity = on_tool & (np.asarray(data.counts["tool_call"][rows].sum(axis=0)).ravel() >= calls)
+        keys += list(data.tool_support.toarray().astype(bool) & on_tool[None, :])
+    key_matrix = np.column_stack(keys) if keys else np.zeros((n_features, 0), dtype=bool)
+    key_matrix[identity] = False
+    patterns, code = np.unique(key_matrix, axis=0, return_inverse=True)
+    plain = [k for k in kinds if k != "tool_call" or data.tool_support is None]
+    covariates = []
+    for pattern in patterns:
+        exposure = sum((data.totals[k][rows] for k, on in zip(plain, pattern, strict=False) if on), np.zeros(rows.size))
+        if data.tool_support is not None and "tool_call" in kinds:
+            exposure = exposure + data.tool_totals[rows] @ pattern[len(plain) :].astype(np.float64)
+        if not pattern.any():
+            exposure = data.lengths[rows]
+        log_exposure = np.log1p(exposure)
+        covariates.append(np.column_stack([log_exposure, log_exposure**2]))
+    return code.ravel(), covariates
+
+
 @dataclass(frozen=True)
 class KindView:
-    """One kind's design, rates and covariates over its rollouts (`rows` index the Discovery's rollouts)."""
+    """One kind's design, rates and covariates over its rollouts (`rows` index the Discovery's rollouts).
+
+    `pattern` gives each feature's covariate set in `covariates` (for 'any' rows, its exposure pattern;
+    otherwise one set, None)."""
 
     kind: str
     rows: np.ndarray
@@ -212,23 +294,30 @@ class KindView:
     rates: sp.csc_array | np.ndarray
     counts: sp.csc_array
     totals: np.ndarray
-    covariates: np.ndarray | None
+    pattern: np.ndarray
+    covariates: list[np.ndarray | None]
 
     @classmethod
     def of(cls, data: Discovery, kind: str) -> KindView:
         rows, design = _rows_of_kind(data, kind)
         counts = sp.csc_array(data.counts[kind][rows])
         totals = _denominators(data, kind, rows)
-        covariates = None
-        if kind == ANY:  # fires-anywhere rises with length alone: adjust for log-length (Freedman-Lane)
-            log_length = np.log(np.maximum(data.lengths[rows], 1.0))
-            covariates = np.column_stack([log_length, log_length**2])
-        rates = rollout_rates(counts, totals, design)
-        return cls(kind, rows, design, rates, counts, totals, covariates)
+        pattern, covariates = np.zeros(data.features.height, dtype=np.int64), [None]
+        if kind == ANY:  # fires-anywhere rises with exposure alone: adjust for log-exposure (Freedman-Lane)
+            pattern, covariates = _exposure_covariates(data, rows)
+        if kind == "tool_call" and data.tool_counts is not None:
+            rates = _tool_stratified_rates(data, rows, design)
+        else:
+            rates = rollout_rates(counts, totals, design)
+        return cls(kind, rows, design, rates, counts, totals, pattern, covariates)
 
-    def block(self, columns: np.ndarray) -> PermutationBlock:
-        totals = self.totals if self.totals.ndim == 1 else self.totals[:, columns]
-        return PermutationBlock(self.counts[:, columns], totals, self.design, self.covariates)
+    def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
+        """(columns, block) per covariate set among `columns`, each block over those columns' rates."""
+        out = []
+        for code in np.unique(self.pattern[columns]):
+            part = columns[self.pattern[columns] == code]
+            out.append((part, PermutationBlock.of_rates(self.rates[:, part], self.design, self.covariates[code])))
+        return out
 
 
 def _describe_kind(data: Discovery, view: KindView, fdr: float, max_permutations: int) -> pl.DataFrame:
@@ -332,19 +421,15 @@ class DeltaTables:
     metrics: dict[str, object]
 
 
-def _intervals(view: KindView, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(effect, ci_low, ci_high) of `columns`: cluster-robust over tasks, or within task when tasks are few."""
-    estimate, low, high = (np.full(columns.size, np.nan) for _ in range(3))
-    contrast = view.block(columns[:0]).contrast
-    for start in range(0, columns.size, FEATURE_CHUNK):
-        part = columns[start : start + FEATURE_CHUNK]
-        y = view.rates[:, part]
-        y = y.toarray() if sp.issparse(y) else np.asarray(y)
-        effect = effects(contrast, y, by_task=not view.design.few_tasks)
-        estimate[start : start + part.size] = effect.estimate
-        low[start : start + part.size], high[start : start + part.size] = effect_interval(
-            effect.estimate, effect.se, effect.df, CONFIDENCE
-        )
+def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect, ci_low, ci_high) of a block's features: cluster-robust over tasks, or within task when tasks
+    are few."""
+    n = block.n_features
+    estimate, low, high = (np.full(n, np.nan) for _ in range(3))
+    for start, stop in ((s, min(s + FEATURE_CHUNK, n)) for s in range(0, n, FEATURE_CHUNK)):
+        effect = effects(block.contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
+        estimate[start:stop] = effect.estimate
+        low[start:stop], high[start:stop] = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
     return estimate, low, high
 
 
@@ -373,28 +458,29 @@ def compute_deltas(
     kinds = [k for k in (*KINDS, ANY) if k in data.totals]
     views = {kind: KindView.of(data, kind) for kind in kinds}
     described = {kind: _describe_kind(data, views[kind], fdr, max_permutations) for kind in kinds}
-    # One permutation block per kind (one set of permutations); BH runs within each family.
+    # One permutation block per kind and covariate set (one set of permutations each); BH runs within each family.
     plan = []
     for kind in kinds:
         table = described[kind]
-        columns = np.flatnonzero(table["tested"].to_numpy())
-        plan.append((kind, table["family"].to_numpy()[columns], columns))
-    blocks = [views[kind].block(columns) for kind, _, columns in plan]
-    n_tested = sum(columns.size for _, _, columns in plan)
+        tested = np.flatnonzero(table["tested"].to_numpy())
+        for columns, block in views[kind].blocks(tested):
+            plan.append((kind, table["family"].to_numpy()[columns], columns, block))
+    blocks = [block for *_, block in plan]
+    n_tested = sum(columns.size for _, _, columns, _ in plan)
     with progress.track("deltas: permutation tests", len(kinds)) as advance:
         results = refined_pvalues(
-            blocks, rng, n_permutations, fdr=fdr, max_permutations=max_permutations, families=[f for _, f, _ in plan]
+            blocks, rng, n_permutations, fdr=fdr, max_permutations=max_permutations, families=[f for _, f, _, _ in plan]
         )
         advance(len(kinds), status=f"{n_tested} tests")
     p_all = np.concatenate([r.p_value for r in results]) if results else np.array([])
-    family_all = np.concatenate([f for _, f, _ in plan]) if plan else np.array([], dtype=object)
+    family_all = np.concatenate([f for _, f, _, _ in plan]) if plan else np.array([], dtype=object)
     q_all = family_qvalues(p_all, family_all)
-    offsets = np.cumsum([0] + [c.size for _, _, c in plan])
+    offsets = np.cumsum([0] + [c.size for _, _, c, _ in plan])
     stats_by_kind: dict[str, list[pl.DataFrame]] = {kind: [] for kind in kinds}
     task_frames = []
     with progress.track("deltas: intervals, reward, tasks", len(plan)) as advance:
-        for i, (kind, _, columns) in enumerate(plan):
-            estimate, ci_low, ci_high = _intervals(views[kind], columns)
+        for i, (kind, _, columns, block) in enumerate(plan):
+            estimate, ci_low, ci_high = _intervals(block)
             assoc_b, assoc_a = _reward_columns(data, kind, columns)
             ids = described[kind]["feature_id"].gather(columns)
             stats_by_kind[kind].append(
@@ -440,7 +526,7 @@ def compute_deltas(
         "skipped_by_reason": {r["skip_reason"]: r["len"] for r in skipped.iter_rows(named=True)}
         if skipped is not None
         else {},
-        "tested_by_kind": {kind: int(columns.size) for kind, _, columns in plan},
+        "tested_by_kind": {kind: sum(int(c.size) for k, _, c, _ in plan if k == kind) for kind in kinds},
         "tested_by_family": tested_by_family,
         "significant_by_family": significant_by_family,
         "n_significant": int((q_all < fdr).sum()),

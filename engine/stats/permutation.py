@@ -53,6 +53,13 @@ class PermutationBlock:
     design: CheckpointDesign
     covariates: np.ndarray | None = None
 
+    @classmethod
+    def of_rates(
+        cls, rates: Matrix, design: CheckpointDesign, covariates: np.ndarray | None = None
+    ) -> PermutationBlock:
+        """A block of rates computed elsewhere (e.g. stratified over tools): the rates with totals of 1."""
+        return cls(rates, np.ones(design.n_rollouts), design, covariates)
+
     @property
     def n_features(self) -> int:
         return int(self.counts.shape[1])
