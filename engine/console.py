@@ -175,18 +175,15 @@ def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) ->
 
 
 def calibration_text(hypothesis_id: int, c: Calibration) -> Text:
-    """The labeler against the user's hand labels: confusion matrix per checkpoint and the PPI++ delta."""
-    text = Text(f"hypothesis {hypothesis_id}: labeler against {c.n} hand labels\n", style="bold")
-    for side, m in (c.by_checkpoint or {}).items():
-        sens = m["tp"] / (m["tp"] + m["fn"]) if m["tp"] + m["fn"] else math.nan
-        spec = m["tn"] / (m["tn"] + m["fp"]) if m["tn"] + m["fp"] else math.nan
-        text.append(
-            f"  {side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  "
-            f"sensitivity {_pct(sens)}  specificity {_pct(spec)}\n"
-        )
-    if c.ppi is None:
-        text.append("corrected delta: needs at least 2 hand labels in each checkpoint")
-        return text
+    """The labeler against the user's hand labels: confusion matrix per checkpoint and the corrected delta."""
+    from dataclasses import asdict
+
+    from engine.hypotheses.calibration_record import calibration_lines
+
+    first, *rest = calibration_lines(asdict(c))
+    text = Text(f"hypothesis {hypothesis_id}: {first}\n", style="bold")
+    text.append("\n".join("  " + line for line in rest))
+    return text
     p = c.ppi
     text.append(
         f"corrected (PPI++): {_pct(p.before.estimate)} -> {_pct(p.after.estimate)}, "

@@ -15,6 +15,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
+from engine.hypotheses.exposure import EXPLORATORY, exploratory_note
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
@@ -97,7 +98,8 @@ def revalidate(
     """Test every labelled hypothesis as one family (BH across them and every earlier held-out test, from
     `heldout_tests`) and write the results; by sign-flip over tasks when the split held out whole tasks."""
     rows = store.frame(
-        "SELECT hypothesis_id, direction, statement, spec FROM hypotheses "
+        "SELECT hypothesis_id, direction, statement, spec, coalesce(exploratory, FALSE) AS exploratory, "
+        "provenance ->> 'exploratory' AS exploratory_reason FROM hypotheses "
         "WHERE hypothesis_id IN (SELECT DISTINCT hypothesis_id FROM hypothesis_labels) ORDER BY hypothesis_id"
     )
     previous = store.frame(
@@ -119,6 +121,9 @@ def revalidate(
         previous_p=[p for p in previous if p is not None],
     )
     now = _now()
+    results = [
+        _exploratory(v, r) if r["exploratory"] else v for r, v in zip(rows.iter_rows(named=True), results, strict=True)
+    ]
     for r, v in zip(rows.iter_rows(named=True), results, strict=True):
         store.execute(
             "INSERT OR REPLACE INTO heldout_tests VALUES (?, ?::VARCHAR, ?, ?)",
@@ -148,6 +153,12 @@ def revalidate(
     return results
 
 
+def _exploratory(v: Validation, row: dict[str, Any]) -> Validation:
+    """An exploratory hypothesis keeps its numbers (and its place in the BH family) but not its verdict."""
+    why = row["exploratory_reason"] or "exploratory: written after held-out evidence was shown"
+    return replace(v, status=EXPLORATORY, reason=f"{why}. The test said {v.status}: {v.reason}")
+
+
 def labeler_provenance(labeler: str, session: LLMSession | None, config: AnalyzeConfig) -> dict[str, Any]:
     return {
         "labeler": labeler if labeler == "verifier" else f"judge:{session.model if session else '?'}",
@@ -174,7 +185,7 @@ def add_hypothesis(
     """`rldiff hypothesis add`: a regex verifier (`pattern`), an exemplar verifier (`like`: sentences a
     matching segment has one close to, within `min_similarity` cosine), each optionally for one segment
     `kind`, or an LLM judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until
-    tested."""
+    tested. Added after held-out examples were shown (`heldout_views`), it is exploratory: never validated."""
     if sum(x is not None for x in (pattern, judge, like)) != 1:
         raise InputError("give exactly one of --pattern REGEX, --like SENTENCE (repeatable) or --judge QUESTION")
     if kind is not None and kind not in KINDS:
@@ -191,11 +202,14 @@ def add_hypothesis(
             node = {"regex": pattern, "ignore_case": True}
         spec: dict[str, Any] = {"all": [{"kind": kind}, node]} if kind else node
         Verifier(spec)  # refuse a bad spec now, with its message
-        return writes.add_user_hypothesis(store.cursor(), statement, direction, "verifier", spec)
-    if not judge or not judge.strip():
-        raise InputError("--judge needs a yes/no question")
-    spec = {"question": judge.strip(), "kinds": [kind] if kind else list(KINDS)}
-    return writes.add_user_hypothesis(store.cursor(), statement, direction, "judge", spec)
+        labeler = "verifier"
+    else:
+        if not judge or not judge.strip():
+            raise InputError("--judge needs a yes/no question")
+        spec = {"question": judge.strip(), "kinds": [kind] if kind else list(KINDS)}
+        labeler = "judge"
+    con = store.cursor()
+    return writes.add_user_hypothesis(con, statement, direction, labeler, spec, exploratory=exploratory_note(con))
 
 
 def test_hypothesis(

@@ -582,15 +582,16 @@ def top_findings(con: Connection, limit: int = 10) -> list[HypothesisRow]:
 class HypothesisExample:
     segment: SegmentRef
     evidence: str | None
+    split: str | None  # the split the labels are on ('heldout'): shown marked as such
 
 
 def hypothesis_examples(con: Connection, hypothesis_id: int, per_checkpoint: int = 3) -> list[HypothesisExample]:
     """Held-out segments the labeler marked positive, a few from each checkpoint."""
     return [
-        HypothesisExample(segment=_segment_ref(r), evidence=r["evidence"])
+        HypothesisExample(segment=_segment_ref(r), evidence=r["evidence"], split=r["split"])
         for r in _rows(
             con,
-            f"SELECT {_SEGMENT_REF}, l.evidence, c.ordinal FROM hypothesis_labels l "
+            f"SELECT {_SEGMENT_REF}, l.evidence, r.split, c.ordinal FROM hypothesis_labels l "
             "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
             "JOIN checkpoints c ON c.checkpoint = r.checkpoint "
             "WHERE l.hypothesis_id = ? AND l.label "
@@ -611,16 +612,19 @@ class LabelCandidate:
 
 
 def label_candidates(con: Connection, hypothesis_id: int, limit: int = 20) -> list[LabelCandidate]:
-    """Segments the labeler judged for this hypothesis that the user has not labelled, mixed across
-    checkpoints and verdicts in a fixed pseudo-random order."""
+    """Segments the labeler judged for this hypothesis that the user has not labelled: a sample stratified by
+    checkpoint and the labeler's verdict (the strata taken in turn, each in a fixed pseudo-random order), so
+    that the calibration has hand labels of both verdicts in both checkpoints however rare one is."""
     return [
         LabelCandidate(**r)
         for r in _rows(
             con,
             "SELECT s.segment_id, s.kind, s.text FROM hypothesis_labels l JOIN segments s USING (segment_id) "
+            "JOIN rollouts r USING (rollout_key) "
             "WHERE l.hypothesis_id = ? AND NOT EXISTS (SELECT 1 FROM user_labels u "
             "WHERE u.hypothesis_id = l.hypothesis_id AND u.segment_id = l.segment_id) "
-            "ORDER BY hash(s.segment_id, l.hypothesis_id) LIMIT ?",
+            "ORDER BY row_number() OVER (PARTITION BY r.checkpoint, l.label ORDER BY hash(s.segment_id, "
+            "l.hypothesis_id)), hash(s.segment_id, l.hypothesis_id) LIMIT ?",
             [hypothesis_id, limit],
         )
     ]
