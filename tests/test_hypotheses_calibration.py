@@ -15,6 +15,7 @@ from engine.errors import InputError
 from engine.hypotheses import ledger, stage
 from engine.hypotheses.calibration import calibrate, checkpoint_estimate, corrected_delta
 from engine.hypotheses.calibration_record import stored_calibration
+from engine.hypotheses.judge import JUDGE_SCHEMA
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress
@@ -178,3 +179,43 @@ def test_cost_cap_falls_back_to_extractive_drafts(study, monkeypatch, caplog) ->
     assert "cost cap" in caplog.text
     origins = set(store.frame("SELECT origin FROM hypotheses")["origin"])
     assert origins == {"extractive"}
+
+
+def test_judge_drafts_pass_a_discovery_check(study, monkeypatch) -> None:
+    """Judge drafts (the LLM's verifier was invalid) are labelled on discovery first: a question that separates
+    the checkpoints is kept with its discovery z; one answered at random is dropped before held-out testing."""
+    store, _ = study
+    coin = np.random.default_rng(7)
+
+    def responder(request):
+        if request.schema == JUDGE_SCHEMA:
+            if "apologise" in request.system:
+                return {"answer": "apologize" in request.user, "evidence": "apologize"}
+            return {"answer": bool(coin.random() < 0.5), "evidence": "?"}
+        if "explain" in request.system.lower():
+            return {"explanation": "x"}
+        apology = "apologize" in request.user
+        return {
+            "statement": "The agent apologises more" if apology else "Something vague",
+            "direction": "increase",
+            "judge_question": "Does the agent apologise?" if apology else "Is it vague?",
+            "explanation": "?",
+            "verifier": {"regex": "("},  # invalid: the draft falls back to its judge question
+        }
+
+    client = FakeLLMClient(responder)
+    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 50.0))
+    monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 50.0))
+    stage.run(
+        store,
+        AnalyzeConfig(before="before", after="after", llm="fake-model", permutations=300),
+        np.random.default_rng(0),
+        NullProgress(),
+    )
+    rows = {r["statement"]: r for r in store.frame("SELECT * FROM hypotheses").to_dicts()}
+    assert "Something vague" not in rows
+    good = rows["The agent apologises more"]
+    provenance = json.loads(good["provenance"])
+    assert good["labeler"] == "judge" and provenance["judge_discovery_z"] >= 2.0
+    metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
+    assert metrics["judge_dropped"] >= 1

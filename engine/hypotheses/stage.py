@@ -17,9 +17,11 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.draft import Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.draft import MIN_Z, Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.ledger import (
     STAGE,
+    hypothesis_kinds,
     label,
     labeler_provenance,
     open_session,
@@ -87,6 +89,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         with progress.track("drafting hypotheses", len(sources)) as advance:
             drafts = draft_all(sources, fires, discovery, session, rng)
             advance(len(sources), status=f"{len(drafts)} drafts")
+        drafts, judge_dropped = _check_judges(drafts, discovery, session, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, config.before, config.after, "heldout")
@@ -136,10 +139,38 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "drafts": len(drafts),
             "tested": len(results),
             "too_slow": too_slow + len(slow),
+            "judge_dropped": judge_dropped,
             **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive")},
             **(session.meter.summary() if session else {}),
         }
         return len(drafts)
+
+
+def _check_judges(
+    drafts: list[Draft], discovery: Discovery, session: LLMSession | None, rng: np.random.Generator, progress: Progress
+) -> tuple[list[Draft], int]:
+    """Judge drafts pass the discovery check verifier drafts pass: the judge labels a stratified sample of the
+    discovery segments of the draft's kinds, and the draft is kept only if its weighted shares separate the
+    checkpoints in its direction by MIN_Z. Returns the kept drafts and how many were dropped."""
+    judges = [d for d in drafts if d.labeler == "judge"]
+    if not judges or session is None:
+        return drafts, 0
+    kept, dropped = [d for d in drafts if d.labeler != "judge"], 0
+    population = discovery.population
+    with progress.track("checking judge drafts on discovery", len(judges)) as advance:
+        for draft in judges:
+            segments = population.of_kinds(hypothesis_kinds("judge", draft.spec))
+            labels = judge_labels(session, draft.spec["question"], segments, rng)
+            delta, z = weighted_z(labels, segments, population.after)
+            sign = 1.0 if draft.direction == "increase" else -1.0
+            check = {"judge_discovery_delta": delta, "judge_discovery_z": z, "judge_discovery_n": labels.height}
+            if sign * z >= MIN_Z:
+                kept.append(replace(draft, score=sign * z, provenance={**draft.provenance, **check}))
+            else:
+                log.info("judge draft %r dropped: discovery z=%.2f", draft.statement[:80], z)
+                dropped += 1
+            advance(1)
+    return kept, dropped
 
 
 def _write_drafts(
