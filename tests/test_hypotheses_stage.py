@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from factories_hypotheses import Planted, add_features, make_study
+from rich.console import Console
 
+from engine import cli
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import ledger, stage
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.progress import NullProgress
+from engine.stats.fdr import bh_qvalues
+from engine.store import Store, queries
 
 APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
 AIRPORTS = Planted("airports", "tool_call", "list_all_airports", 0.3, 0.02)
@@ -108,3 +114,49 @@ def test_a_phrase_no_feature_catches_is_found_lexically(tmp_path: Path) -> None:
             not Verifier(json.loads(r["spec"]))(SegmentView(0, "text", "Your booking is updated.")).label
             for r in lexical
         )
+
+
+def test_every_heldout_test_stays_in_the_family_across_reruns_and_tests(study) -> None:
+    """A re-run that drafts none of the earlier drafts (an FDR level no source reaches) drops them, but not
+    their held-out tests: every stored q-value is the BH q over all held-out tests ever run on the split."""
+    store, _ = study
+    run_stage(store)
+    first = set(store.frame("SELECT statement, spec FROM heldout_tests").rows())
+    hid = ledger.add_hypothesis(store, "More departures", pattern="departs", kind="text")
+    ledger.test_hypothesis(store, hid)
+    stage.run(store, replace(CONFIG, fdr=1e-12), np.random.default_rng(1), NullProgress())
+    assert store.scalar("SELECT count(*) FROM hypotheses") == 1  # the drafts are gone; the user's stays
+    tests = store.frame("SELECT statement, spec, p_value FROM heldout_tests")
+    assert len(first) == 2 and first <= set(tests.select("statement", "spec").rows()) and tests.height == 3
+    p = tests["p_value"].drop_nulls().to_numpy()
+    current = store.frame("SELECT p_value, q_value FROM hypotheses WHERE p_value IS NOT NULL")
+    expected = dict(zip(p.tolist(), bh_qvalues(p).tolist(), strict=True))
+    assert current.height and all(q == pytest.approx(expected[p]) for p, q in current.rows())
+
+
+def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study, monkeypatch, tmp_path) -> None:
+    """`hypothesis show --examples` marks its examples held-out and logs the view; a hypothesis added after it
+    is tested and counted but never validated, and the report and the top findings leave it out."""
+    store, _ = study
+    run_stage(store)
+    before_view = ledger.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
+    path = str(store.path)
+    store.close()
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buffer, width=200, highlight=False))
+    assert cli.main(["hypothesis", "show", path, "0"]) == 0  # no examples asked: nothing logged
+    with Store(path) as s:
+        assert s.scalar("SELECT count(*) FROM heldout_views") == 0
+    assert cli.main(["hypothesis", "show", path, "0", "--examples", "2"]) == 0
+    shown = buffer.getvalue()
+    assert shown.count("[held-out]") >= 2
+    with Store(path) as s:
+        after_view = ledger.add_hypothesis(s, "Apologies, seen on held-out", pattern=r"apologi[sz]e", kind="text")
+        assert ledger.test_hypothesis(s, before_view).status == "validated"
+        seen = ledger.test_hypothesis(s, after_view)
+        assert seen.status == "exploratory" and "held-out examples were shown" in seen.reason
+        assert "The test said validated" in seen.reason and seen.q_value is not None
+        assert after_view not in [h.hypothesis_id for h in queries.top_findings(s.cursor())]
+        assert s.scalar("SELECT count(*) FROM heldout_tests WHERE statement = 'Apologies, seen on held-out'") == 1
+    assert cli.main(["hypothesis", "list", path, "--status", "exploratory"]) == 0
+    assert "Apologies, seen on held-out" in buffer.getvalue()
