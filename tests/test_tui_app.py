@@ -462,3 +462,35 @@ async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == 0
+
+
+async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_request(store_path: Path) -> None:
+    """The detail shows the stored labeler calibration; held-out examples stay hidden until `x`, which logs the
+    view (hypotheses written afterwards are exploratory) and marks each example held-out."""
+    from engine.hypotheses import ledger
+    from engine.hypotheses.calibration import calibrate
+    from engine.store import Store, queries
+
+    with Store(store_path) as store:
+        hid = queries.hypotheses(store.cursor())[0].hypothesis_id
+        verdicts = dict(
+            store.frame("SELECT segment_id, label FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]).rows()
+        )
+        for c in queries.label_candidates(store.cursor(), hid, limit=40):
+            ledger.add_user_label(store, hid, c.segment_id, verdicts[c.segment_id])  # a person who agrees
+        calibrate(store, hid)
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HypothesesScreen) and screen.current.hypothesis_id == hid
+        detail = screen.query_one("#hyp-text", Static)
+        shown = str(detail.render())
+        assert "labeler calibration" in shown and "TP" in shown and "hidden: x shows them" in shown
+        assert rows(store_path, "SELECT count(*) FROM heldout_views") == [(0,)]
+        await pilot.press("x")
+        await settle(pilot)
+        shown = str(detail.render())
+        assert "held-out " in shown.split("positive held-out examples")[1]
+    assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views") == [("tui", hid)]
