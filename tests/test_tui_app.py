@@ -488,9 +488,9 @@ async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_reque
         detail = screen.query_one("#hyp-text", Static)
         shown = str(detail.render())
         assert "labeler calibration" in shown and "TP" in shown and "hidden: x shows them" in shown
-        assert rows(store_path, "SELECT count(*) FROM heldout_views") == [(0,)]
+        assert rows(store_path, "SELECT count(*) FROM heldout_views WHERE via = 'tui'") == [(0,)]
         await pilot.press("x")
         await settle(pilot)
         shown = str(detail.render())
         assert "held-out " in shown.split("positive held-out examples")[1]
-    assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views") == [("tui", hid)]
+    assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", hid)]
