@@ -90,10 +90,13 @@ def reasoning_line(result: IngestResult) -> str:
 
 
 def print_summary(store: Store) -> None:
-    from engine.console import summary_table
+    from engine.console import exploratory_table, summary_table
     from engine.store.queries import study_summary
 
-    out.print(summary_table(study_summary(store.cursor()), str(store.path)))
+    summary = study_summary(store.cursor())
+    out.print(summary_table(summary, str(store.path)))
+    if (table := exploratory_table(summary)) is not None:
+        out.print(table)
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -49,6 +49,35 @@ def summary_table(summary: StudySummary, path: str) -> Table:
     )
     if summary.stale:
         table.caption += f"\nStale: {summary.stale_notice(path)}."
+    if summary.small_study_notice():
+        table.caption += f"\n{summary.small_study_notice()}."
+    return table
+
+
+def exploratory_table(summary: StudySummary, top: int = 5) -> Table | None:
+    """The strongest whole-study changes of a small study, titled exploratory (never validated); None when
+    the study is not small or the ranking was not made."""
+    rows = summary.exploratory[:top]
+    if not summary.small_study_notice() or not rows:
+        return None
+    table = Table(
+        title="Exploratory ranking, whole study (not validated: these rows share data with every test)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for name, justify in (("feature", "left"), ("kind", "left"), ("before", "right"), ("after", "right"),
+                          ("Δ pts", "right"), ("p", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        p = "–" if r.get("p_value") is None else f"{r['p_value']:.2g}"
+        table.add_row(
+            Text(line(str(r.get("name")))),
+            str(r.get("kind")),
+            _pct(r.get("prevalence_before")),
+            _pct(r.get("prevalence_after")),
+            _pts(r.get("delta")),
+            p,
+        )
     return table
 
 

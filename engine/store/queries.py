@@ -72,12 +72,30 @@ class StudySummary:
     n_hypotheses: int
     stages: list[StageStatus]
     n_shared_tasks: int = 0  # tasks with rollouts in every checkpoint
+    split_mode: str | None = None  # engine.split: 'task' | 'environment' | 'rollout' | 'none'; None before
+    split_warning: str | None = None
 
     @property
     def stale(self) -> list[str]:
         """Stages whose results were computed from an earlier stage's previous output (e.g. features
         re-computed, then the analysis stopped): readers say so rather than show them as current."""
         return [s.stage for s in self.stages if s.status == "stale"]
+
+    @property
+    def exploratory(self) -> list[dict[str, Any]]:
+        """The deltas stage's whole-study ranking (small studies only), each row marked exploratory."""
+        deltas = next((s for s in self.stages if s.stage == "deltas"), None)
+        return list(deltas.metrics.get("exploratory") or []) if deltas else []
+
+    def small_study_notice(self) -> str:
+        """A sentence for readers when too few tasks are shared to split by task (engine.split), else ''."""
+        if self.split_mode != "rollout":
+            return ""
+        return (
+            f"Small study: {self.split_warning or 'rollouts are split within task'}. Rankings over the whole "
+            "study are exploratory, never validated; a hypothesis is confirmed only on the fold of rollouts it "
+            "was not drafted on"
+        )
 
     def stale_notice(self, store: str = "STORE") -> str:
         """A sentence for readers when some results are stale, else ''."""
@@ -181,7 +199,14 @@ def study_summary(con: Connection) -> StudySummary:
                 "HAVING count(DISTINCT checkpoint) = (SELECT count(*) FROM checkpoints))"
             ).fetchone()[0]
         ),
+        split_mode=_meta(con, "split_mode"),
+        split_warning=_meta(con, "split_warning"),
     )
+
+
+def _meta(con: Connection, key: str) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
 
 
 # -- deltas -------------------------------------------------------------------------------------------------
