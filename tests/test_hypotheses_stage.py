@@ -160,3 +160,34 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
         assert s.scalar("SELECT count(*) FROM heldout_tests WHERE statement = 'Apologies, seen on held-out'") == 1
     assert cli.main(["hypothesis", "list", path, "--status", "exploratory"]) == 0
     assert "Apologies, seen on held-out" in buffer.getvalue()
+
+
+def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
+    """4 tasks, split within task: the stage drafts on discovery and tests on held-out, then drafts on the
+    held-out fold (its own deltas) and tests on discovery. Each hypothesis's labels lie on the fold it was not
+    drafted on, the planted changes are confirmed from both directions, and every q is BH over all tests."""
+    store, _ = make_study(tmp_path / "x.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
+    with store:
+        add_features(store, _)
+        store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+        deltas_before = store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
+        run_stage(store)
+        metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
+        assert metrics["cross_fitted"] is True
+        rows = store.frame("SELECT hypothesis_id, status, provenance, p_value, q_value FROM hypotheses").to_dicts()
+        for r in rows:
+            provenance = json.loads(r["provenance"])
+            splits = store.frame(
+                "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
+                "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
+                [r["hypothesis_id"]],
+            )["split"].to_list()
+            assert splits == [provenance["split"]] and provenance["drafted_on"] != provenance["split"]
+        validated = {json.loads(r["provenance"])["drafted_on"] for r in rows if r["status"] == "validated"}
+        assert validated == {"discovery", "heldout"}  # confirmed from each fold
+        p = np.array([r["p_value"] for r in rows])
+        assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
+        assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
+        # the held-out fold's deltas shadowed the stored ones for drafting only
+        assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)
