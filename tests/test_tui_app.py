@@ -465,7 +465,7 @@ async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
 
 
 async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_request(store_path: Path) -> None:
-    """The detail shows the stored labeler calibration; held-out examples stay hidden until `x`, which logs the
+    """The detail shows the stored labeler calibration; held-out examples stay hidden until `e`, which logs the
     view (hypotheses written afterwards are exploratory) and marks each example held-out."""
     from engine.hypotheses import ledger
     from engine.hypotheses.calibration import calibrate
@@ -487,9 +487,9 @@ async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_reque
         assert isinstance(screen, HypothesesScreen) and screen.current.hypothesis_id == hid
         detail = screen.query_one("#hyp-text", Static)
         shown = str(detail.render())
-        assert "labeler calibration" in shown and "TP" in shown and "hidden: x shows them" in shown
+        assert "labeler calibration" in shown and "TP" in shown and "hidden: e shows them" in shown
         assert rows(store_path, "SELECT count(*) FROM heldout_views WHERE via = 'tui'") == [(0,)]
-        await pilot.press("x")
+        await pilot.press("e")
         await settle(pilot)
         shown = str(detail.render())
         assert "held-out " in shown.split("positive held-out examples")[1]

@@ -237,7 +237,7 @@ class HypothesesScreen(RldiffScreen):
         examples = self._examples.get(h.hypothesis_id)
         text.append("\n\npositive held-out examples", style="bold")
         if examples is None:
-            text.append(" hidden: x shows them; hypotheses you write after seeing them are exploratory", style="dim")
+            text.append(" hidden: e shows them; hypotheses you write after seeing them are exploratory", style="dim")
         elif not examples:
             text.append(": none", style="dim")
         for e in examples or []:
