@@ -95,7 +95,13 @@ def print_summary(store: Store) -> None:
 
     summary = study_summary(store.cursor())
     out.print(summary_table(summary, str(store.path)))
-    if (table := exploratory_table(summary)) is not None:
+    ids = [r.get("feature_id") for r in summary.exploratory]
+    labels = dict(
+        store.execute(
+            "SELECT feature_id, label FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+        ).fetchall()
+    )
+    if (table := exploratory_table(summary, labels, out.width)) is not None:
         out.print(table)
 
 

@@ -54,9 +54,9 @@ def summary_table(summary: StudySummary, path: str) -> Table:
     return table
 
 
-def exploratory_table(summary: StudySummary, top: int = 5) -> Table | None:
-    """The strongest whole-study changes of a small study, titled exploratory (never validated); None when
-    the study is not small or the ranking was not made."""
+def exploratory_table(summary: StudySummary, labels: dict[int, str], width: int, top: int = 10) -> Table | None:
+    """The strongest whole-study changes of a small study (`labels`: feature_id -> label), titled exploratory
+    (never validated); None when the study is not small or the ranking was not made."""
     rows = summary.exploratory[:top]
     if not summary.small_study_notice() or not rows:
         return None
@@ -65,14 +65,14 @@ def exploratory_table(summary: StudySummary, top: int = 5) -> Table | None:
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    for name, justify in (("feature", "left"), ("kind", "left"), ("before", "right"), ("after", "right"),
-                          ("Δ pts", "right"), ("p", "right")):  # fmt: skip
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    numbers = (("kind", 9), ("family", 10), ("before", 6), ("after", 6), ("Δ pts", 6), ("p", 7))
+    label_width = _label_column(table, numbers, width)
     for r in rows:
         p = "–" if r.get("p_value") is None else f"{r['p_value']:.2g}"
         table.add_row(
-            Text(line(str(r.get("name")))),
+            label_text(labels.get(r.get("feature_id")) or str(r.get("name")), label_width),
             str(r.get("kind")),
+            str(r.get("family")),
             _pct(r.get("prevalence_before")),
             _pct(r.get("prevalence_after")),
             _pts(r.get("delta")),
