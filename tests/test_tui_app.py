@@ -95,6 +95,17 @@ async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) ->
         assert app.screen.current is not None and str(app.screen.current.hypothesis_id) == first
 
 
+async def test_overview_says_up_front_when_the_study_is_small(store_path: Path) -> None:
+    with duckdb.connect(str(store_path)) as con:
+        con.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
+        con.execute("INSERT INTO meta VALUES ('split_mode', 'rollout'), ('split_warning', 'only 4 tasks are shared')")
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        shown = " ".join(str(app.screen.query_one("#study", Static).render()).split())
+    assert "Small study: only 4 tasks are shared" in shown and "exploratory, never validated" in shown
+
+
 async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
