@@ -88,11 +88,23 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     candidates = label_candidates(store.cursor(), hid, limit=80)
     for c in candidates:
         ledger.add_user_label(store, hid, c.segment_id, c.segment_id in truth["apology"])
+    # Labels of segments outside what the labeler's prevalence counts are ignored: a discovery segment (not the
+    # tested split) and a held-out tool call (not the verifier's kind).
+    discovery, tool_call = store.frame(
+        "SELECT min(s.segment_id) FILTER (WHERE r.split = 'discovery' AND s.kind = 'text'), "
+        "min(s.segment_id) FILTER (WHERE r.split = 'heldout' AND s.kind = 'tool_call') "
+        "FROM segments s JOIN rollouts r USING (rollout_key)"
+    ).row(0)
+    ledger.add_user_label(store, hid, discovery, True)
+    ledger.add_user_label(store, hid, tool_call, False)
     result = calibrate(store, hid)
     labelled = {c.segment_id: c.text for c in candidates}
     expected_fp = sum(("confirm" in t) and ("inconvenience" not in t) for t in labelled.values())
     assert result.n == 80 and result.before.fn == result.after.fn == 0  # the verifier misses no apology
     assert result.before.fp + result.after.fp == expected_fp > 0
+    assert result.before.tn + result.after.tn == sum(
+        not ("confirm" in t or "inconvenience" in t) for t in labelled.values()
+    )
     # The stratified hand sample has both verdicts in both checkpoints, so both are corrected.
     assert min(result.before.tp + result.before.fp, result.before.tn + result.before.fn) >= 2
     observed = store.scalar("SELECT prevalence_after FROM hypotheses WHERE hypothesis_id = ?", [hid])

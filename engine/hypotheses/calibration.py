@@ -28,7 +28,7 @@ import polars as pl
 from scipy import stats
 
 from engine.errors import InputError
-from engine.hypotheses.ledger import label, open_session, study_config
+from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, study_config, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
 
@@ -142,24 +142,35 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     """Compare the labeler with the person's labels of this hypothesis (labelling any hand-labelled segment
     the labeler has not seen: verifiers always, judges through the LLM when configured) and store the result
     (`hypothesis_calibrations`) for the TUI, MCP and report."""
-    row = store.frame("SELECT labeler, spec FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
+    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
     if row.height == 0:
         raise InputError(f"no hypothesis with id {hypothesis_id}")
-    user = store.frame(
-        "SELECT segment_id, label AS user_label FROM user_labels WHERE hypothesis_id = ?", [hypothesis_id]
+    split = tested_split(row["provenance"][0])
+    user = store.frame(  # hand labels of the split the labeler's verdicts are tested on
+        "SELECT u.segment_id, u.label AS user_label FROM user_labels u JOIN segments s USING (segment_id) "
+        "JOIN rollouts r USING (rollout_key) WHERE u.hypothesis_id = ? AND r.split = ?",
+        [hypothesis_id, split],
     )
     if user.height == 0:
-        raise InputError(f"hypothesis {hypothesis_id} has no hand labels yet: label some segments first")
+        raise InputError(
+            f"hypothesis {hypothesis_id} has no hand labels of {SPLIT_NAMES[split]} segments yet: label some first"
+        )
     config = study_config(store)
     labelled = store.frame(
-        "SELECT l.segment_id, l.label, l.weight, r.checkpoint FROM hypothesis_labels l JOIN segments s "
+        "SELECT l.segment_id, l.label, l.weight, r.checkpoint, r.task_id FROM hypothesis_labels l JOIN segments s "
         "USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
         [hypothesis_id],
     )
     known = labelled.select("segment_id", "label", "weight")
     missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
     if missing.height:
-        known = pl.concat([known, _label_missing(store, row, missing, config.before, config.after, llm)])
+        fresh = _label_missing(store, row, missing, config.before, config.after, llm)
+        # A segment outside the judge's sample stands for its (checkpoint, task) stratum like those inside it.
+        strata = labelled.group_by("checkpoint", "task_id").agg(pl.col("weight").first())
+        fresh = fresh.join(strata, on=["checkpoint", "task_id"], how="left").with_columns(
+            pl.col("weight").fill_null(1.0)
+        )
+        known = pl.concat([known, fresh.select("segment_id", "label", "weight")])
     sides = store.frame(
         "SELECT s.segment_id, r.checkpoint FROM segments s JOIN rollouts r USING (rollout_key) "
         "WHERE s.segment_id IN (SELECT unnest(?::BIGINT[]))",
@@ -193,7 +204,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
 def _label_missing(
     store: Store, row: pl.DataFrame, missing: pl.DataFrame, before: str, after: str, llm: str | None
 ) -> pl.DataFrame:
-    """The labeler's verdicts on hand-labelled segments it did not label (weight 1: outside its sample)."""
+    """The labeler's verdicts on hand-labelled segments it did not label, with their checkpoint and task."""
     config = study_config(store)
     if llm:
         config = replace(config, llm=llm)
@@ -212,4 +223,6 @@ def _label_missing(
         session,
         np.random.default_rng(0),
     )
-    return fresh.select("segment_id", "label", pl.lit(1.0).alias("weight"))
+    return fresh.join(segments.select("segment_id", "checkpoint", "task_id"), on="segment_id").select(
+        "segment_id", "label", "checkpoint", "task_id"
+    )
