@@ -189,5 +189,19 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
         p = np.array([r["p_value"] for r in rows])
         assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
         assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
+        # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
+        fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == "discovery")
+        assert ledger.test_hypothesis(store, fold_b).status == "validated"
+        assert store.frame(
+            "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
+            "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
+            [fold_b],
+        )["split"].to_list() == ["discovery"]
+        assert (
+            json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [fold_b]))[
+                "drafted_on"
+            ]
+            == "heldout"
+        )
         # the held-out fold's deltas shadowed the stored ones for drafting only
         assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)
