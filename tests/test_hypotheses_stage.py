@@ -164,18 +164,27 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
 
 def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
     """4 tasks, split within task: the stage drafts on discovery and tests on held-out, then drafts on the
-    held-out fold (its own deltas) and tests on discovery. Each hypothesis's labels lie on the fold it was not
-    drafted on, the planted changes are confirmed from both directions, and every q is BH over all tests."""
+    held-out fold (its own deltas and n-grams) and tests on discovery. A phrase planted only in the held-out
+    fold's after-rollouts is drafted there and not confirmed on discovery; a claim both folds make (the planted
+    apology) is tested once. Each hypothesis's labels lie on the fold it was not drafted on; every q is BH over
+    all tests."""
     store, _ = make_study(tmp_path / "x.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
     with store:
         add_features(store, _)
         store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
         store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+        store.execute(
+            "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' WHERE kind = 'text' "
+            "AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
+            "WHERE split = 'heldout' AND checkpoint = 'after')"
+        )
         deltas_before = store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
         run_stage(store)
         metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
         assert metrics["cross_fitted"] is True
-        rows = store.frame("SELECT hypothesis_id, status, provenance, p_value, q_value FROM hypotheses").to_dicts()
+        rows = store.frame(
+            "SELECT hypothesis_id, statement, status, provenance, p_value, q_value FROM hypotheses"
+        ).to_dicts()
         for r in rows:
             provenance = json.loads(r["provenance"])
             splits = store.frame(
@@ -184,14 +193,18 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
                 [r["hypothesis_id"]],
             )["split"].to_list()
             assert splits == [provenance["split"]] and provenance["drafted_on"] != provenance["split"]
-        validated = {json.loads(r["provenance"])["drafted_on"] for r in rows if r["status"] == "validated"}
-        assert validated == {"discovery", "heldout"}  # confirmed from each fold
+        drafted_on = {r["statement"]: (json.loads(r["provenance"])["drafted_on"], r["status"]) for r in rows}
+        assert any("apologize" in s and v == ("discovery", "validated") for s, v in drafted_on.items())
+        artifact = [v for s, v in drafted_on.items() if "itinerary below" in s]
+        assert artifact and all(where == "heldout" and status != "validated" for where, status in artifact)
+        specs = store.frame("SELECT spec::VARCHAR AS spec FROM hypotheses")["spec"]
+        assert specs.n_unique() == len(specs)  # no claim drafted on both folds is tested twice
         p = np.array([r["p_value"] for r in rows])
         assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
         assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
         # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
         fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == "discovery")
-        assert ledger.test_hypothesis(store, fold_b).status == "validated"
+        assert ledger.test_hypothesis(store, fold_b).status != "validated"
         assert store.frame(
             "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
             "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",

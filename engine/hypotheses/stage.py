@@ -91,8 +91,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             fold_b = Discovery(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
-            seen = {(d.statement, json.dumps(d.spec)) for d in drafts}
-            folds.append(([d for d in drafts_b if (d.statement, json.dumps(d.spec)) not in seen], "discovery"))
+            seen = {_claim(d) for d in drafts}  # the same labeler and direction is the same claim: tested once
+            folds.append(([d for d in drafts_b if _claim(d) not in seen], "discovery"))
             judge_dropped += dropped_b
             sources += sources_b
         labelled: list[tuple[Draft, pl.DataFrame, str]] = []
@@ -150,6 +150,10 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             **(session.meter.summary() if session else {}),
         }
         return len(labelled)
+
+
+def _claim(draft: Draft) -> tuple[str, str, str]:
+    return draft.labeler, json.dumps(draft.spec, sort_keys=True), draft.direction
 
 
 def _draft_fold(
