@@ -90,10 +90,19 @@ def reasoning_line(result: IngestResult) -> str:
 
 
 def print_summary(store: Store) -> None:
-    from engine.console import summary_table
+    from engine.console import exploratory_table, summary_table
     from engine.store.queries import study_summary
 
-    out.print(summary_table(study_summary(store.cursor()), str(store.path)))
+    summary = study_summary(store.cursor())
+    out.print(summary_table(summary, str(store.path)))
+    ids = [r.get("feature_id") for r in summary.exploratory]
+    labels = dict(
+        store.execute(
+            "SELECT feature_id, label FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+        ).fetchall()
+    )
+    if (table := exploratory_table(summary, labels, out.width)) is not None:
+        out.print(table)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -386,6 +395,46 @@ def cmd_hypothesis_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hypothesis_show(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
+    from engine.hypotheses.calibration_record import calibration_lines, stored_calibration
+    from engine.hypotheses.exposure import record_heldout_view
+    from engine.safe_text import clean
+    from engine.store import Store
+    from engine.store.queries import hypothesis, hypothesis_examples
+
+    with Store(_existing(args.store), read_only=not args.examples) as store:
+        con = store.cursor()
+        h = hypothesis(con, args.id)
+        if h is None:
+            raise InputError(f"no hypothesis with id {args.id}")
+        examples = []
+        if args.examples:
+            record_heldout_view(con, "cli", args.id)
+            examples = hypothesis_examples(con, args.id, args.examples)
+        calibration = stored_calibration(con, args.id)
+    q = "–" if h.q_value is None else f"{h.q_value:.3g}"
+    out.print(Text(f"hypothesis {h.hypothesis_id}: {' '.join(clean(h.statement).split())}", style="bold"))
+    out.print(Text(f"{h.status} (q {q}), expected {h.direction}, {h.labeler} ({h.origin})"))
+    if h.reason:
+        out.print(Text(clean(h.reason)))
+    for line in calibration_lines(calibration) if calibration else []:
+        out.print(Text("calibration: " + line))
+    if not args.examples:
+        err.print(
+            "held-out examples not shown: --examples N shows them, and hypotheses you add afterwards are "
+            "exploratory (never validated)",
+            markup=False,
+        )
+    for e in examples:
+        s = e.segment
+        tag = "held-out" if e.split == "heldout" else (e.split or "?")
+        out.print(Text(f"[{tag}] {clean(s.checkpoint)} {clean(s.rollout_id)[:24]} {s.kind}: ", style="dim"), end="")
+        out.print(Text(" ".join(clean(s.text).split())[:300]))
+    return 0
+
+
 def cmd_bench_planted(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -556,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = hsub.add_parser("list", help="list the hypotheses with their status and q")
     p.set_defaults(handler=cmd_hypothesis_list)
     p.add_argument("store")
-    p.add_argument("--status", choices=("proposed", "validated", "rejected", "inconclusive"))
+    p.add_argument("--status", choices=("proposed", "validated", "rejected", "inconclusive", "exploratory"))
     p.add_argument("--json", action="store_true", help="as JSON, for scripts")
     p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
     p.set_defaults(handler=cmd_hypothesis_test)
@@ -580,6 +629,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("id", type=int)
     p.add_argument("--llm", help="judge model for segments the judge has not labelled (judge hypotheses only)")
+    p = hsub.add_parser("show", help="one hypothesis: its test, calibration and (on request) held-out examples")
+    p.set_defaults(handler=cmd_hypothesis_show)
+    p.add_argument("store")
+    p.add_argument("id", type=int)
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=0,
+        metavar="N",
+        help="show N held-out positives per checkpoint; logged: hypotheses added afterwards are exploratory",
+    )
 
     p = command("tui", cmd_tui, "triage the study in the terminal UI")
     p.add_argument("store")

@@ -49,6 +49,35 @@ def summary_table(summary: StudySummary, path: str) -> Table:
     )
     if summary.stale:
         table.caption += f"\nStale: {summary.stale_notice(path)}."
+    if summary.small_study_notice():
+        table.caption += f"\n{summary.small_study_notice()}."
+    return table
+
+
+def exploratory_table(summary: StudySummary, labels: dict[int, str], width: int, top: int = 10) -> Table | None:
+    """The strongest whole-study changes of a small study (`labels`: feature_id -> label), titled exploratory
+    (never validated); None when the study is not small or the ranking was not made."""
+    rows = summary.exploratory[:top]
+    if not summary.small_study_notice() or not rows:
+        return None
+    table = Table(
+        title="Exploratory ranking, whole study (not validated: these rows share data with every test)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    numbers = (("kind", 9), ("family", 10), ("before", 6), ("after", 6), ("Δ pts", 6), ("p", 7))
+    label_width = _label_column(table, numbers, width)
+    for r in rows:
+        p = "–" if r.get("p_value") is None else f"{r['p_value']:.2g}"
+        table.add_row(
+            label_text(labels.get(r.get("feature_id")) or str(r.get("name")), label_width),
+            str(r.get("kind")),
+            str(r.get("family")),
+            _pct(r.get("prevalence_before")),
+            _pct(r.get("prevalence_after")),
+            _pts(r.get("delta")),
+            p,
+        )
     return table
 
 
@@ -175,18 +204,15 @@ def reward_strata_table(rows: pl.DataFrame, strata: pl.DataFrame, width: int) ->
 
 
 def calibration_text(hypothesis_id: int, c: Calibration) -> Text:
-    """The labeler against the user's hand labels: confusion matrix per checkpoint and the PPI++ delta."""
-    text = Text(f"hypothesis {hypothesis_id}: labeler against {c.n} hand labels\n", style="bold")
-    for side, m in (c.by_checkpoint or {}).items():
-        sens = m["tp"] / (m["tp"] + m["fn"]) if m["tp"] + m["fn"] else math.nan
-        spec = m["tn"] / (m["tn"] + m["fp"]) if m["tn"] + m["fp"] else math.nan
-        text.append(
-            f"  {side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  "
-            f"sensitivity {_pct(sens)}  specificity {_pct(spec)}\n"
-        )
-    if c.ppi is None:
-        text.append("corrected delta: needs at least 2 hand labels in each checkpoint")
-        return text
+    """The labeler against the user's hand labels: confusion matrix per checkpoint and the corrected delta."""
+    from dataclasses import asdict
+
+    from engine.hypotheses.calibration_record import calibration_lines
+
+    first, *rest = calibration_lines(asdict(c))
+    text = Text(f"hypothesis {hypothesis_id}: {first}\n", style="bold")
+    text.append("\n".join("  " + line for line in rest))
+    return text
     p = c.ppi
     text.append(
         f"corrected (PPI++): {_pct(p.before.estimate)} -> {_pct(p.after.estimate)}, "

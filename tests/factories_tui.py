@@ -534,6 +534,7 @@ def build_store(path: str | Path, size: FixtureSize = FixtureSize(), *, seed: in
             "user_labels",
             labels.head(2).select("hypothesis_id", "segment_id", "label").with_columns(pl.lit(T0).alias("created_at")),
         )
+        _calibration_and_view(store, int(hypotheses["hypothesis_id"][-1]), rng)
         config = {"before": CHECKPOINTS[0], "after": CHECKPOINTS[1], "seed": seed}
         stages = ("split", "features", "deltas", "clusters", "hypotheses")
         store.append(
@@ -583,3 +584,19 @@ async def settle(pilot, rounds: int = 20) -> None:  # noqa: ANN001
             await app.workers.wait_for_complete()
         except WorkerCancelled:  # superseded by a newer query of the same kind
             pass
+
+
+def _calibration_and_view(store: Store, hypothesis_id: int, rng: np.random.Generator) -> None:
+    """A labeler calibration of one hypothesis (the real estimator on a simulated hand sample) and one logged
+    view of its held-out examples, both before any test adds hypotheses."""
+    from engine.hypotheses.calibration import checkpoint_estimate, corrected_delta
+
+    sides = []
+    for rate in (0.2, 0.4):
+        verdicts = rng.random(200) < rate
+        hand = np.concatenate([np.flatnonzero(verdicts)[:10], np.flatnonzero(~verdicts)[:10]])
+        truth = verdicts[hand] ^ (rng.random(hand.size) < 0.1)
+        sides.append(checkpoint_estimate(verdicts, np.ones(200), truth, verdicts[hand], np.ones(hand.size)))
+    result = corrected_delta(hypothesis_id, 40, *sides)
+    store.execute("INSERT INTO hypothesis_calibrations VALUES (?, ?, ?)", [hypothesis_id, result.as_json(), T0])
+    store.execute("INSERT INTO heldout_views VALUES (?, 'cli', ?)", [T0, hypothesis_id])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,33 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
     text = run(monkeypatch, "hypothesis", "list", str(study))
     assert "\x1b" not in text
     assert any(line.endswith("evil next") for line in text.splitlines())
+
+
+def test_a_small_study_says_so_up_front_with_its_exploratory_ranking(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Split within task (too few tasks): `rldiff info` prints the small-study notice and the whole-study
+    ranking (the deltas stage's own `exploratory_ranking`) under a title that says it is not validated."""
+    import numpy as np
+
+    from engine.config import AnalyzeConfig
+    from engine.deltas import exploratory_ranking
+
+    small = tmp_path / "small.duckdb"
+    shutil.copy(study, small)
+    with Store(small) as store:
+        before, after = store.checkpoints()[:2]
+        top = exploratory_ranking(
+            store, AnalyzeConfig(before=before, after=after, permutations=200), np.random.default_rng(0)
+        )
+        store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
+        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout'), ('split_warning', 'only 4 tasks are shared')")
+        store.execute(
+            "UPDATE runs SET metrics = ? WHERE stage = 'deltas'", [json.dumps({"exploratory": top}, default=str)]
+        )
+        label = store.scalar("SELECT label FROM features WHERE feature_id = ?", [top[0]["feature_id"]])
+    text = " ".join(run(monkeypatch, "info", str(small), width=120).split())
+    assert "Small study: only 4 tasks are shared" in text and "exploratory, never validated" in text
+    assert "Exploratory ranking, whole study (not validated" in text
+    assert " ".join(label.split())[:12] in text
+    assert "Small study" not in " ".join(run(monkeypatch, "info", str(study), width=120).split())

@@ -13,10 +13,13 @@ from engine.config import AnalyzeConfig
 from engine.console import calibration_text
 from engine.errors import InputError
 from engine.hypotheses import ledger, stage
-from engine.hypotheses.calibration import calibrate, corrected_prevalence, ppi_delta, ppi_mean
+from engine.hypotheses.calibration import calibrate, checkpoint_estimate, corrected_delta
+from engine.hypotheses.calibration_record import stored_calibration
+from engine.hypotheses.judge import JUDGE_SCHEMA
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress
+from engine.store.queries import label_candidates
 
 APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
 CONFIG = AnalyzeConfig(before="before", after="after", permutations=300, seed=1)
@@ -30,34 +33,51 @@ def study(tmp_path: Path):
         yield store, truth
 
 
-def test_corrected_prevalence() -> None:
-    assert corrected_prevalence(0.3, 1.0, 1.0) == pytest.approx(0.3)
-    # A labeler with recall 0.5 and specificity 0.9 observing 0.3: true rate (0.3 - 0.1) / 0.4 = 0.5.
-    assert corrected_prevalence(0.3, 0.5, 0.9) == pytest.approx(0.5)
-    assert corrected_prevalence(0.3, 0.4, 0.5) is None
+def test_corrected_prevalence_against_a_hand_computed_reference() -> None:
+    """100 verdicts, 40 yes; hand labels: 8 of 10 labeler-yes and 1 of 10 labeler-no are true.
+    theta = 0.4 * 0.8 + 0.6 * 0.1 = 0.38; sensitivity 0.32 / 0.38; specificity 0.54 / 0.62; variance
+    0.16 * (0.75 * 0.25 / 10) + 0.36 * (1/6 * 5/6 / 10) + 0.7^2 * 0.24 / 100 (add-one smoothing in the shares'
+    variances)."""
+    verdicts = np.arange(100) < 40
+    hand_verdict = np.arange(20) < 10
+    hand_truth = np.array([True] * 8 + [False] * 2 + [True] + [False] * 9)
+    c = checkpoint_estimate(verdicts, np.ones(100), hand_truth, hand_verdict, np.ones(20))
+    assert c.corrected == pytest.approx(0.38)
+    assert c.sensitivity == pytest.approx(0.32 / 0.38) and c.specificity == pytest.approx(0.54 / 0.62)
+    expected_var = 0.16 * 0.75 * 0.25 / 10 + 0.36 * (1 / 6) * (5 / 6) / 10 + 0.49 * 0.24 / 100
+    assert c.se == pytest.approx(np.sqrt(expected_var))
+    assert (c.tp, c.fp, c.fn, c.tn) == (8, 2, 1, 9)
+    # One hand label where the labeler said no: no correction, and the reason names what is missing.
+    thin = checkpoint_estimate(verdicts, np.ones(100), hand_truth[:11], hand_verdict[:11], np.ones(11))
+    assert thin.corrected is None and "said no (has 1)" in thin.missing
 
 
-def test_ppi_interval_covers_the_truth_a_biased_labeler_misses() -> None:
-    """A labeler that over-reports in one checkpoint only: the labeler's own delta is biased, the PPI++ interval
-    (2,000 verdicts, 150 hand labels a side) covers the true delta in about 95% of 300 replications."""
+def test_corrected_interval_covers_the_truth_a_biased_labeler_misses() -> None:
+    """A labeler whose false positives differ by checkpoint (5% vs 25%) and which misses 20% of positives,
+    with judge-style sampling weights (one task of each checkpoint sampled at a quarter): its own delta is off by
+    more than 10 points; with 30 hand labels per (checkpoint, verdict) stratum the corrected 95% interval covers
+    the true delta in at least 90% of 300 replications (a calibrated one falls below with probability < 0.1%)."""
     rng = np.random.default_rng(0)
-    covered, naive_bias = 0, []
+    covered, naive = 0, []
     for _ in range(300):
-        ests = []
+        sides = []
         for truth_rate, false_positive in ((0.2, 0.05), (0.3, 0.25)):
-            truth = rng.random(2000) < truth_rate
-            predicted = truth | (rng.random(2000) < false_positive)
-            hand = rng.choice(2000, 150, replace=False)
-            ests.append(ppi_mean(predicted.astype(float), np.ones(2000), truth[hand], predicted[hand]))
-            naive_bias.append(predicted.mean() - truth_rate)
-        result = ppi_delta(*ests)
+            task = rng.random(3000) < 0.5
+            truth = rng.random(3000) < np.where(task, truth_rate + 0.1, truth_rate - 0.1)
+            verdict = (truth & (rng.random(3000) < 0.8)) | (~truth & (rng.random(3000) < false_positive))
+            kept = ~task | (rng.random(3000) < 0.25)  # the judge's sample: a quarter of one task
+            weights = np.where(task, 4.0, 1.0)[kept]
+            v, t = verdict[kept], truth[kept]
+            hand = np.concatenate([rng.choice(np.flatnonzero(v == x), 30, replace=False) for x in (True, False)])
+            sides.append(checkpoint_estimate(v, weights, t[hand], v[hand], weights[hand]))
+            naive.append(float(weights @ v / weights.sum()) - truth_rate)
+        result = corrected_delta(0, 120, *sides)
         covered += result.ci_low <= 0.1 <= result.ci_high
-    assert np.mean(naive_bias[1::2]) - np.mean(naive_bias[::2]) > 0.1  # the labeler's delta is off by > 10 pts
-    assert covered >= 270  # 90%: a calibrated 95% interval falls below with probability < 0.1%
-    assert ppi_mean(np.ones(3), np.ones(3), np.array([True]), np.array([True])) is None
+    assert np.mean(naive[1::2]) - np.mean(naive[::2]) > 0.1
+    assert covered >= 270
 
 
-def test_precision_recall_against_hand_labels(study) -> None:
+def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     store, truth = study
     stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
     # A too-broad verifier: matches "inconvenience" and also every "confirm".
@@ -65,27 +85,38 @@ def test_precision_recall_against_hand_labels(study) -> None:
     with pytest.raises(InputError, match="no hand labels"):
         calibrate(store, hid)
     ledger.test_hypothesis(store, hid)
-    texts = store.frame("SELECT segment_id, text FROM segments WHERE kind = 'text' ORDER BY segment_id LIMIT 60")
-    for segment_id, _text in texts.iter_rows():
-        ledger.add_user_label(store, hid, segment_id, segment_id in truth["apology"])
+    candidates = label_candidates(store.cursor(), hid, limit=80)
+    for c in candidates:
+        ledger.add_user_label(store, hid, c.segment_id, c.segment_id in truth["apology"])
+    # Labels of segments outside what the labeler's prevalence counts are ignored: a discovery segment (not the
+    # tested split) and a held-out tool call (not the verifier's kind).
+    discovery, tool_call = store.frame(
+        "SELECT min(s.segment_id) FILTER (WHERE r.split = 'discovery' AND s.kind = 'text'), "
+        "min(s.segment_id) FILTER (WHERE r.split = 'heldout' AND s.kind = 'tool_call') "
+        "FROM segments s JOIN rollouts r USING (rollout_key)"
+    ).row(0)
+    ledger.add_user_label(store, hid, discovery, True)
+    ledger.add_user_label(store, hid, tool_call, False)
     result = calibrate(store, hid)
-    labelled = texts["text"].to_list()
-    expected_fp = sum(("confirm" in t) and ("inconvenience" not in t) for t in labelled)
-    assert result.n == 60 and result.recall == 1.0
-    assert result.false_positive == expected_fp > 0
-    assert result.precision == pytest.approx(result.true_positive / (result.true_positive + expected_fp))
+    labelled = {c.segment_id: c.text for c in candidates}
+    expected_fp = sum(("confirm" in t) and ("inconvenience" not in t) for t in labelled.values())
+    assert result.n == 80 and result.before.fn == result.after.fn == 0  # the verifier misses no apology
+    assert result.before.fp + result.after.fp == expected_fp > 0
+    assert result.before.tn + result.after.tn == sum(
+        not ("confirm" in t or "inconvenience" in t) for t in labelled.values()
+    )
+    # The stratified hand sample has both verdicts in both checkpoints, so both are corrected.
+    assert min(result.before.tp + result.before.fp, result.before.tn + result.before.fn) >= 2
     observed = store.scalar("SELECT prevalence_after FROM hypotheses WHERE hypothesis_id = ?", [hid])
     # The broad labeler over-reports; corrected for its false positives the prevalence is lower.
-    assert result.corrected_after is not None and 0.0 <= result.corrected_after < observed
-    # Per checkpoint: the hand sample's confusion matrices add up, and PPI gives an interval when both have labels.
-    total = sum(sum(m.values()) for m in result.by_checkpoint.values())
-    assert (
-        total == result.n and result.by_checkpoint["after"]["fp"] + result.by_checkpoint["before"]["fp"] == expected_fp
-    )
-    if min(sum(m.values()) for m in result.by_checkpoint.values()) >= 2:
-        assert result.ppi is not None and result.ppi.ci_low < result.ppi.delta < result.ppi.ci_high
+    assert result.after.corrected is not None and 0.0 <= result.after.corrected < observed
+    assert result.ci_low < result.delta < result.ci_high
+    stored = stored_calibration(store.cursor(), hid)
+    assert stored["delta"] == pytest.approx(result.delta) and stored["stale"] is False
     shown = calibration_text(hid, result).plain
-    assert "TP" in shown and "specificity" in shown and ("PPI++" in shown or "needs at least 2" in shown)
+    assert "TP" in shown and "specificity" in shown and "corrected delta" in shown
+    ledger.test_hypothesis(store, hid)  # new labels: the stored calibration is stale
+    assert stored_calibration(store.cursor(), hid)["stale"] is True
 
 
 def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkeypatch) -> None:
@@ -160,3 +191,43 @@ def test_cost_cap_falls_back_to_extractive_drafts(study, monkeypatch, caplog) ->
     assert "cost cap" in caplog.text
     origins = set(store.frame("SELECT origin FROM hypotheses")["origin"])
     assert origins == {"extractive"}
+
+
+def test_judge_drafts_pass_a_discovery_check(study, monkeypatch) -> None:
+    """Judge drafts (the LLM's verifier was invalid) are labelled on discovery first: a question that separates
+    the checkpoints is kept with its discovery z; one answered at random is dropped before held-out testing."""
+    store, _ = study
+    coin = np.random.default_rng(7)
+
+    def responder(request):
+        if request.schema == JUDGE_SCHEMA:
+            if "apologise" in request.system:
+                return {"answer": "apologize" in request.user, "evidence": "apologize"}
+            return {"answer": bool(coin.random() < 0.5), "evidence": "?"}
+        if "explain" in request.system.lower():
+            return {"explanation": "x"}
+        apology = "apologize" in request.user
+        return {
+            "statement": "The agent apologises more" if apology else "Something vague",
+            "direction": "increase",
+            "judge_question": "Does the agent apologise?" if apology else "Is it vague?",
+            "explanation": "?",
+            "verifier": {"regex": "("},  # invalid: the draft falls back to its judge question
+        }
+
+    client = FakeLLMClient(responder)
+    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 50.0))
+    monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 50.0))
+    stage.run(
+        store,
+        AnalyzeConfig(before="before", after="after", llm="fake-model", permutations=300),
+        np.random.default_rng(0),
+        NullProgress(),
+    )
+    rows = {r["statement"]: r for r in store.frame("SELECT * FROM hypotheses").to_dicts()}
+    assert "Something vague" not in rows
+    good = rows["The agent apologises more"]
+    provenance = json.loads(good["provenance"])
+    assert good["labeler"] == "judge" and provenance["judge_discovery_z"] >= 2.0
+    metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
+    assert metrics["judge_dropped"] >= 1

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from factories_hypotheses import Planted, add_features, make_study
+from rich.console import Console
 
+from engine import cli
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import ledger, stage
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.progress import NullProgress
+from engine.stats.fdr import bh_qvalues
+from engine.store import Store, queries
 
 APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
 AIRPORTS = Planted("airports", "tool_call", "list_all_airports", 0.3, 0.02)
@@ -108,3 +114,107 @@ def test_a_phrase_no_feature_catches_is_found_lexically(tmp_path: Path) -> None:
             not Verifier(json.loads(r["spec"]))(SegmentView(0, "text", "Your booking is updated.")).label
             for r in lexical
         )
+
+
+def test_every_heldout_test_stays_in_the_family_across_reruns_and_tests(study) -> None:
+    """A re-run that drafts none of the earlier drafts (an FDR level no source reaches) drops them, but not
+    their held-out tests: every stored q-value is the BH q over all held-out tests ever run on the split."""
+    store, _ = study
+    run_stage(store)
+    first = set(store.frame("SELECT statement, spec FROM heldout_tests").rows())
+    hid = ledger.add_hypothesis(store, "More departures", pattern="departs", kind="text")
+    ledger.test_hypothesis(store, hid)
+    stage.run(store, replace(CONFIG, fdr=1e-12), np.random.default_rng(1), NullProgress())
+    assert store.scalar("SELECT count(*) FROM hypotheses") == 1  # the drafts are gone; the user's stays
+    tests = store.frame("SELECT statement, spec, p_value FROM heldout_tests")
+    assert len(first) == 2 and first <= set(tests.select("statement", "spec").rows()) and tests.height == 3
+    p = tests["p_value"].drop_nulls().to_numpy()
+    current = store.frame("SELECT p_value, q_value FROM hypotheses WHERE p_value IS NOT NULL")
+    expected = dict(zip(p.tolist(), bh_qvalues(p).tolist(), strict=True))
+    assert current.height and all(q == pytest.approx(expected[p]) for p, q in current.rows())
+
+
+def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study, monkeypatch, tmp_path) -> None:
+    """`hypothesis show --examples` marks its examples held-out and logs the view; a hypothesis added after it
+    is tested and counted but never validated, and the report and the top findings leave it out."""
+    store, _ = study
+    run_stage(store)
+    before_view = ledger.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
+    path = str(store.path)
+    store.close()
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buffer, width=200, highlight=False))
+    assert cli.main(["hypothesis", "show", path, "0"]) == 0  # no examples asked: nothing logged
+    with Store(path) as s:
+        assert s.scalar("SELECT count(*) FROM heldout_views") == 0
+    assert cli.main(["hypothesis", "show", path, "0", "--examples", "2"]) == 0
+    shown = buffer.getvalue()
+    assert shown.count("[held-out]") >= 2
+    with Store(path) as s:
+        after_view = ledger.add_hypothesis(s, "Apologies, seen on held-out", pattern=r"apologi[sz]e", kind="text")
+        assert ledger.test_hypothesis(s, before_view).status == "validated"
+        seen = ledger.test_hypothesis(s, after_view)
+        assert seen.status == "exploratory" and "held-out examples were shown" in seen.reason
+        assert "The test said validated" in seen.reason and seen.q_value is not None
+        assert after_view not in [h.hypothesis_id for h in queries.top_findings(s.cursor())]
+        assert s.scalar("SELECT count(*) FROM heldout_tests WHERE statement = 'Apologies, seen on held-out'") == 1
+    assert cli.main(["hypothesis", "list", path, "--status", "exploratory"]) == 0
+    assert "Apologies, seen on held-out" in buffer.getvalue()
+
+
+def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
+    """4 tasks, split within task: the stage drafts on discovery and tests on held-out, then drafts on the
+    held-out fold (its own deltas and n-grams) and tests on discovery. A phrase planted only in the held-out
+    fold's after-rollouts is drafted there and not confirmed on discovery; a claim both folds make (the planted
+    apology) is tested once. Each hypothesis's labels lie on the fold it was not drafted on; every q is BH over
+    all tests."""
+    store, _ = make_study(tmp_path / "x.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
+    with store:
+        add_features(store, _)
+        store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+        store.execute(
+            "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' WHERE kind = 'text' "
+            "AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
+            "WHERE split = 'heldout' AND checkpoint = 'after')"
+        )
+        deltas_before = store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
+        run_stage(store)
+        metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
+        assert metrics["cross_fitted"] is True
+        rows = store.frame(
+            "SELECT hypothesis_id, statement, status, provenance, p_value, q_value FROM hypotheses"
+        ).to_dicts()
+        for r in rows:
+            provenance = json.loads(r["provenance"])
+            splits = store.frame(
+                "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
+                "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
+                [r["hypothesis_id"]],
+            )["split"].to_list()
+            assert splits == [provenance["split"]] and provenance["drafted_on"] != provenance["split"]
+        drafted_on = {r["statement"]: (json.loads(r["provenance"])["drafted_on"], r["status"]) for r in rows}
+        assert any("apologize" in s and v == ("discovery", "validated") for s, v in drafted_on.items())
+        artifact = [v for s, v in drafted_on.items() if "itinerary below" in s]
+        assert artifact and all(where == "heldout" and status != "validated" for where, status in artifact)
+        specs = store.frame("SELECT spec::VARCHAR AS spec FROM hypotheses")["spec"]
+        assert specs.n_unique() == len(specs)  # no claim drafted on both folds is tested twice
+        p = np.array([r["p_value"] for r in rows])
+        assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
+        assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
+        # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
+        fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == "discovery")
+        assert ledger.test_hypothesis(store, fold_b).status != "validated"
+        assert store.frame(
+            "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
+            "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
+            [fold_b],
+        )["split"].to_list() == ["discovery"]
+        assert (
+            json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [fold_b]))[
+                "drafted_on"
+            ]
+            == "heldout"
+        )
+        # the held-out fold's deltas shadowed the stored ones for drafting only
+        assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)

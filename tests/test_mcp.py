@@ -262,7 +262,14 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
         tested = await call(client, "run_hypothesis_test", hypothesis_id=hid)
         listed = await call(client, "list_hypotheses")
         proposed = await call(client, "list_hypotheses", status="proposed")
+        bare = await call(client, "get_hypothesis", hypothesis_id=hid)
+        views_before = sql(study, "SELECT count(*) FROM heldout_views")[0][0]
         detail = await call(client, "get_hypothesis", hypothesis_id=hid, examples_per_checkpoint=2)
+        views_after = sql(study, "SELECT via, hypothesis_id FROM heldout_views")
+        after_view = await call(
+            client, "add_hypothesis", statement="Transfers, seen", direction="decrease", pattern="transfer"
+        )
+        seen = await call(client, "run_hypothesis_test", hypothesis_id=after_view["hypothesis_id"])
         decided = await call(
             client, "record_decision", hypothesis_id=hid, decision="accepted", note="hand-offs nearly vanish"
         )
@@ -285,7 +292,11 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
     assert json_like["spec"] == {"regex": "[12]", "ignore_case": True}
     assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}
     assert detail["provenance"]["split"] == "heldout" and detail["examples"]
+    assert bare["examples"] == [] and views_before == 0 and views_after == [("mcp", hid)]  # asked for: logged
+    assert detail["calibration"] is None  # never calibrated
+    assert seen["status"] == "exploratory" and "held-out examples were shown" in seen["reason"]
     for e in detail["examples"]:
+        assert e["split"] == "heldout"
         split, tool = sql(
             study,
             "SELECT r.split, s.tool_name FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id = ?",

@@ -12,9 +12,11 @@ from factories_hypotheses import Planted, add_features, make_study
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import ledger, stage
+from engine.hypotheses.calibration import calibrate
 from engine.progress import NullProgress
 from engine.report import write_report
 from engine.report.content import excerpt
+from engine.store.queries import label_candidates
 
 HOSTILE = "<script>alert(1)</script> | `x` **bold**"
 APOLOGY = Planted("apology", "text", f"I sincerely apologize for the inconvenience. {HOSTILE}", 0.05, 0.45)
@@ -34,6 +36,9 @@ def study(tmp_path: Path):
         hid = ledger.add_hypothesis(store, "More departures <b>talk</b>", pattern="departs")
         ledger.test_hypothesis(store, hid)
         ledger.decide(store, hid, "rejected", note="just filler <i>noise</i>")
+        for c in label_candidates(store.cursor(), hid, limit=30):
+            ledger.add_user_label(store, hid, c.segment_id, "departs" in c.text)  # the verifier, exactly
+        calibrate(store, hid)
         yield store, hid
 
 
@@ -43,12 +48,14 @@ def test_markdown_report(study, tmp_path: Path) -> None:
     assert "# rldiff report: before -> after" in text
     assert "## Validated findings (1)" in text
     assert re.search(r"Prevalence on held-out: \*\*\d+\.\d% -> \d+\.\d%\*\*", text)
-    evidence = [line for line in text.splitlines() if line.startswith("- Evidence (after")]
+    evidence = [line for line in text.splitlines() if line.startswith("- Evidence (heldout, after")]
     assert evidence and all("**" in line for line in evidence)  # the span, marked, in its context
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "More departures &lt;b&gt;talk&lt;/b&gt;" in text and "just filler &lt;i&gt;noise&lt;/i&gt;" in text
     assert "| rejected" in text or "| inconclusive" in text
     assert "## Method and provenance" in text and "offline (extractive" in text
+    calibration = text.split("## Labeler calibration against hand labels (1)")[1].split("##")[0]
+    assert f"Hypothesis {hid}:" in calibration and "TP" in calibration and "corrected delta" in calibration
 
 
 def test_html_report_is_self_contained_and_escaped(study, tmp_path: Path) -> None:

@@ -102,6 +102,17 @@ async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) ->
         assert app.screen.current is not None and str(app.screen.current.hypothesis_id) == first
 
 
+async def test_overview_says_up_front_when_the_study_is_small(store_path: Path) -> None:
+    with duckdb.connect(str(store_path)) as con:
+        con.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
+        con.execute("INSERT INTO meta VALUES ('split_mode', 'rollout'), ('split_warning', 'only 4 tasks are shared')")
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        shown = " ".join(str(app.screen.query_one("#study", Static).render()).split())
+    assert "Small study: only 4 tasks are shared" in shown and "exploratory, never validated" in shown
+
+
 def _received(messages: list[Message], kind: type[M]) -> list[M]:
     return [m for m in messages if isinstance(m, kind)]
 
@@ -487,3 +498,35 @@ async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == 0
+
+
+async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_request(store_path: Path) -> None:
+    """The detail shows the stored labeler calibration; held-out examples stay hidden until `e`, which logs the
+    view (hypotheses written afterwards are exploratory) and marks each example held-out."""
+    from engine.hypotheses import ledger
+    from engine.hypotheses.calibration import calibrate
+    from engine.store import Store, queries
+
+    with Store(store_path) as store:
+        hid = queries.hypotheses(store.cursor())[0].hypothesis_id
+        verdicts = dict(
+            store.frame("SELECT segment_id, label FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]).rows()
+        )
+        for c in queries.label_candidates(store.cursor(), hid, limit=40):
+            ledger.add_user_label(store, hid, c.segment_id, verdicts[c.segment_id])  # a person who agrees
+        calibrate(store, hid)
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HypothesesScreen) and screen.current.hypothesis_id == hid
+        detail = screen.query_one("#hyp-text", Static)
+        shown = str(detail.render())
+        assert "labeler calibration" in shown and "TP" in shown and "hidden: e shows them" in shown
+        assert rows(store_path, "SELECT count(*) FROM heldout_views WHERE via = 'tui'") == [(0,)]
+        await pilot.press("e")
+        await settle(pilot)
+        shown = str(detail.render())
+        assert "held-out " in shown.split("positive held-out examples")[1]
+    assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", hid)]

@@ -69,6 +69,7 @@ HYPOTHESES = [
     _b("plus", "add", "Add", "hypotheses.add"),
     _b("T", "test", "Test", "hypotheses.test"),
     _b("l", "label", "Label", "hypotheses.label"),
+    _b("e", "examples", "Held-out examples", "hypotheses.examples"),
 ]
 ROLLOUTS = [
     _b("enter", "open_rollout", "Open", "rollouts.open"),

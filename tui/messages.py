@@ -4,7 +4,7 @@ their handlers, on the UI thread."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -87,6 +87,12 @@ class HypothesesLoaded(Message):
 class HypothesisExamplesLoaded(Message):
     hypothesis_id: int
     examples: list[HypothesisExample]
+
+
+@dataclass
+class HypothesisCalibrationLoaded(Message):
+    hypothesis_id: int
+    calibration: dict[str, Any] | None  # engine.hypotheses.calibration_record.stored_calibration
 
 
 @dataclass

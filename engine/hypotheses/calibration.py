@@ -1,189 +1,228 @@
-"""Labeler calibration: the labeler's precision and recall against a person's labels, its confusion matrix per
-checkpoint, the held-out prevalence corrected for its errors (Rogan-Gladen, a point estimate), and the
-corrected delta with a confidence interval that carries the hand sample's uncertainty (prediction-powered
-inference with power tuning, PPI++; Angelopoulos et al. 2023). Methods: docs/statistics.md."""
+"""Labeler calibration: the labeler against a person's hand labels, per checkpoint, and the held-out delta
+corrected for the labeler's errors with a confidence interval that carries the uncertainty of both samples.
+
+The hand sample is drawn within strata of (checkpoint, labeler verdict) (`queries.label_candidates` takes them
+in turn). Per checkpoint c, with P_c the labeler's weighted share of 'yes' over its held-out sample (the
+judge's sampling weights; 1 for a verifier) and a_cv the weighted share of the person's 'yes' among hand
+labels of verdict v, the corrected prevalence is
+
+    theta_c = P_c a_c1 + (1 - P_c) a_c0
+
+the double-sampling estimator (Tenenbein 1970). It is prediction-powered inference (PPI; Angelopoulos et
+al. 2023) with the rectifier weighted by stratum: the labeler's verdict is constant within a stratum, so PPI++'s
+power-tuning weight drops out. Its variance (delta method) is
+(a_c1 - a_c0)^2 P_c (1 - P_c) / N_c + P_c^2 var(a_c1) + (1 - P_c)^2 var(a_c0), N_c the labeler sample's Kish
+effective size; the checkpoints' samples are independent, so the delta's variances add. Sensitivity and
+specificity per checkpoint follow by Bayes' rule: P_c a_c1 / theta_c and (1 - P_c)(1 - a_c0) / (1 - theta_c).
+Methods and assumptions: docs/statistics.md ("Labeler error").
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 
 import numpy as np
 import polars as pl
 from scipy import stats
 
 from engine.errors import InputError
-from engine.hypotheses.ledger import label, open_session, study_config
+from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, study_config, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
+
+# Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
+# variance estimate at all.
+MIN_PER_STRATUM = 2
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint's hand sample against the labeler, and its corrected prevalence."""
+
+    tp: int  # hand-sample counts: person yes & labeler yes, ...
+    fp: int
+    fn: int
+    tn: int
+    labeler_rate: float | None  # P_c: the labeler's weighted share of yes over the whole held-out sample
+    n_labeler: int  # segments the labeler labelled in this checkpoint
+    corrected: float | None  # theta_c
+    se: float | None
+    sensitivity: float | None  # of the labeler, estimated for this checkpoint's held-out segments
+    specificity: float | None
+    missing: str | None = None  # why `corrected` is None
 
 
 @dataclass(frozen=True)
 class Calibration:
-    n: int  # segments the user labelled
-    true_positive: int
-    false_positive: int
-    false_negative: int
-    true_negative: int
-    precision: float | None
-    recall: float | None
-    specificity: float | None
-    corrected_before: float | None  # held-out prevalence corrected for labeler error
-    corrected_after: float | None
-    by_checkpoint: dict[str, dict[str, int]] | None = None  # 'before'/'after' -> tp, fp, fn, tn
-    ppi: PPIDelta | None = None
+    hypothesis_id: int
+    n: int  # segments the person labelled
+    before: Checkpoint
+    after: Checkpoint
+    labeler_delta: float | None  # the labeler's own (uncorrected) delta: after - before of P_c
+    delta: float | None  # corrected
+    ci_low: float | None
+    ci_high: float | None
+    computed_at: str = ""
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self))
 
 
-@dataclass(frozen=True)
-class PPIMean:
-    """A checkpoint's prevalence: prediction-powered estimate, its standard error and the tuning weight."""
-
-    estimate: float
-    se: float
-    weight: float  # lambda: 0 ignores the labeler (hand labels only), 1 is plain PPI
-    n_labelled: int  # labeler verdicts (weighted by the sampling weights)
-    n_hand: int
+def _share(y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """(weighted share, its variance): Kish effective size; add-one smoothing in the variance only, so that
+    0 of n or n of n does not claim zero uncertainty."""
+    n_eff = w.sum() ** 2 / (w**2).sum()
+    share = float(w @ y / w.sum())
+    smoothed = (share * n_eff + 1) / (n_eff + 2)
+    return share, smoothed * (1 - smoothed) / n_eff
 
 
-@dataclass(frozen=True)
-class PPIDelta:
-    before: PPIMean
-    after: PPIMean
-    delta: float
-    ci_low: float
-    ci_high: float
+def checkpoint_estimate(
+    verdicts: np.ndarray,
+    weights: np.ndarray,
+    hand_truth: np.ndarray,
+    hand_verdict: np.ndarray,
+    hand_weights: np.ndarray,
+) -> Checkpoint:
+    """One checkpoint: the labeler's verdicts and weights over its held-out sample, and the hand sample's
+    truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
+    t, v = hand_truth.astype(bool), hand_verdict.astype(bool)
+    counts = {
+        "tp": int((t & v).sum()),
+        "fp": int((~t & v).sum()),
+        "fn": int((t & ~v).sum()),
+        "tn": int((~t & ~v).sum()),
+    }
+    n_labeler = int(verdicts.size)
+    if n_labeler == 0:
+        none = "the labeler labelled no segment here"
+        return Checkpoint(**counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
+                          sensitivity=None, specificity=None, missing=none)  # fmt: skip
+    p = float(weights @ verdicts / weights.sum())
+    var_p = p * (1 - p) * (weights**2).sum() / weights.sum() ** 2  # Kish: p(1 - p) / N_eff
+    theta, var, shares = 0.0, 0.0, {True: 0.0, False: 0.0}
+    for verdict, mass in ((True, p), (False, 1 - p)):
+        rows = v == verdict
+        if mass == 0:
+            continue
+        if rows.sum() < MIN_PER_STRATUM:
+            why = f"needs {MIN_PER_STRATUM} hand labels where the labeler said {'yes' if verdict else 'no'}"
+            return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
+                              sensitivity=None, specificity=None, missing=f"{why} (has {int(rows.sum())})")  # fmt: skip
+        shares[verdict], share_var = _share(t[rows].astype(np.float64), hand_weights[rows])
+        theta += mass * shares[verdict]
+        var += mass**2 * share_var
+    var += (shares[True] - shares[False]) ** 2 * var_p
+    sensitivity = p * shares[True] / theta if theta > 0 else None
+    specificity = (1 - p) * (1 - shares[False]) / (1 - theta) if theta < 1 else None
+    return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
+                      sensitivity=sensitivity, specificity=specificity)  # fmt: skip
 
 
-def ppi_mean(
-    predicted: np.ndarray, weights: np.ndarray, hand_true: np.ndarray, hand_predicted: np.ndarray
-) -> PPIMean | None:
-    """PPI++ mean of a 0/1 label: lambda * weighted mean of the labeler over its sample, plus the hand sample's
-    mean of (truth - lambda * labeler), lambda chosen to minimise the variance (clipped to [0, 1]).
-
-    predicted, weights: the labeler's verdicts on its (weighted) sample of the checkpoint's held-out segments;
-    hand_true, hand_predicted: a person's labels and the labeler's verdicts on a random hand sample of the same
-    segments. None with fewer than 2 hand labels. Segments are treated as independent draws (see the docs)."""
-    n = hand_true.size
-    if n < 2 or predicted.size == 0:
-        return None
-    w = weights / weights.sum()
-    n_eff = 1.0 / float((w**2).sum())  # Kish effective size of the weighted labeler sample
-    f_mean = float(w @ predicted)
-    f_var = float(w @ (predicted - f_mean) ** 2)
-    y, f = hand_true.astype(np.float64), hand_predicted.astype(np.float64)
-    cov = float(np.cov(y, f)[0, 1]) if n > 1 else 0.0
-    denominator = (1 + n / n_eff) * float(np.var(f, ddof=1))
-    weight = float(np.clip(cov / denominator, 0.0, 1.0)) if denominator > 0 else 0.0
-    rectifier = y - weight * f
-    estimate = weight * f_mean + float(rectifier.mean())
-    variance = weight**2 * f_var / n_eff + float(np.var(rectifier, ddof=1)) / n
-    return PPIMean(estimate, float(np.sqrt(variance)), weight, int(predicted.size), n)
-
-
-def ppi_delta(before: PPIMean | None, after: PPIMean | None, confidence: float = 0.95) -> PPIDelta | None:
-    """after - before with a normal interval (the checkpoints' samples are independent)."""
-    if before is None or after is None:
-        return None
-    delta = after.estimate - before.estimate
+def corrected_delta(
+    hypothesis_id: int, n: int, before: Checkpoint, after: Checkpoint, confidence: float = CONFIDENCE
+) -> Calibration:
+    """after - before of the corrected prevalences, with a normal interval (independent checkpoints)."""
+    labeler_delta = (
+        after.labeler_rate - before.labeler_rate
+        if after.labeler_rate is not None and before.labeler_rate is not None
+        else None
+    )
+    if before.corrected is None or after.corrected is None or before.se is None or after.se is None:
+        return Calibration(hypothesis_id, n, before, after, labeler_delta, None, None, None)
+    delta = after.corrected - before.corrected
     half = float(stats.norm.ppf(0.5 + confidence / 2)) * float(np.hypot(before.se, after.se))
-    return PPIDelta(before, after, delta, delta - half, delta + half)
-
-
-def _ratio(a: int, b: int) -> float | None:
-    return a / b if b else None
-
-
-def corrected_prevalence(observed: float | None, recall: float | None, specificity: float | None) -> float | None:
-    """Rogan-Gladen: (observed + specificity - 1) / (recall + specificity - 1), clipped to [0, 1]; None when
-    the labeler is no better than chance on the user's labels."""
-    if observed is None or recall is None or specificity is None or recall + specificity - 1 <= 0:
-        return None
-    return float(np.clip((observed + specificity - 1) / (recall + specificity - 1), 0.0, 1.0))
+    return Calibration(hypothesis_id, n, before, after, labeler_delta, delta, delta - half, delta + half)
 
 
 def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Calibration:
-    """Compare the labeler with the user's labels of this hypothesis (labelling any segments the labeler has
-    not seen: verifiers always, judges through the LLM when configured)."""
-    row = store.frame(
-        "SELECT labeler, spec, prevalence_before, prevalence_after FROM hypotheses WHERE hypothesis_id = ?",
-        [hypothesis_id],
-    )
+    """Compare the labeler with the person's labels of this hypothesis (labelling any hand-labelled segment
+    the labeler has not seen: verifiers always, judges through the LLM when configured) and store the result
+    (`hypothesis_calibrations`) for the TUI, MCP and report."""
+    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
     if row.height == 0:
         raise InputError(f"no hypothesis with id {hypothesis_id}")
-    user = store.frame(
-        "SELECT segment_id, label AS user_label FROM user_labels WHERE hypothesis_id = ?", [hypothesis_id]
+    split = tested_split(row["provenance"][0])
+    user = store.frame(  # hand labels of the split the labeler's verdicts are tested on
+        "SELECT u.segment_id, u.label AS user_label FROM user_labels u JOIN segments s USING (segment_id) "
+        "JOIN rollouts r USING (rollout_key) WHERE u.hypothesis_id = ? AND r.split = ?",
+        [hypothesis_id, split],
     )
     if user.height == 0:
-        raise InputError(f"hypothesis {hypothesis_id} has no hand labels yet: label some segments first")
-    known = store.frame(
-        "SELECT segment_id, label FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id]
-    ).filter(pl.col("segment_id").is_in(user["segment_id"].to_list()))
-    missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
-    if missing.height:
-        config = study_config(store)
-        if llm:
-            config = replace(config, llm=llm)
-        segments = store.frame(
-            "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id "
-            "FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id IN (SELECT unnest(?::BIGINT[]))",
-            [missing["segment_id"].to_list()],
+        raise InputError(
+            f"hypothesis {hypothesis_id} has no hand labels of {SPLIT_NAMES[split]} segments yet: label some first"
         )
-        population = Population("user", config.before, config.after, pl.DataFrame(), segments)
-        spec = json.loads(row["spec"][0])
-        session = open_session(store, config) if row["labeler"][0] == "judge" else None
-        fresh = label(
-            population,
-            row["labeler"][0],
-            {**spec, "kinds": None} if "question" in spec else spec,
-            session,
-            np.random.default_rng(0),
-        )
-        known = pl.concat([known, fresh.select("segment_id", "label")])
-    both = user.join(known, on="segment_id")
-    by_checkpoint, ppi = _per_checkpoint(store, hypothesis_id, both)
-    u, m = both["user_label"].to_numpy(), both["label"].to_numpy()
-    tp, fp = int((u & m).sum()), int((~u & m).sum())
-    fn, tn = int((u & ~m).sum()), int((~u & ~m).sum())
-    recall, specificity = _ratio(tp, tp + fn), _ratio(tn, tn + fp)
-    before, after = row["prevalence_before"][0], row["prevalence_after"][0]
-    return Calibration(
-        both.height,
-        tp,
-        fp,
-        fn,
-        tn,
-        _ratio(tp, tp + fp),
-        recall,
-        specificity,
-        corrected_prevalence(before, recall, specificity),
-        corrected_prevalence(after, recall, specificity),
-        by_checkpoint,
-        ppi,
-    )
-
-
-def _per_checkpoint(
-    store: Store, hypothesis_id: int, both: pl.DataFrame
-) -> tuple[dict[str, dict[str, int]], PPIDelta | None]:
-    """Confusion matrix per checkpoint ('before'/'after') of the hand sample, and the PPI++ corrected delta."""
     config = study_config(store)
     labelled = store.frame(
-        "SELECT l.segment_id, l.label, l.weight, r.checkpoint FROM hypothesis_labels l JOIN segments s "
+        "SELECT l.segment_id, l.label, l.weight, r.checkpoint, r.task_id FROM hypothesis_labels l JOIN segments s "
         "USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
         [hypothesis_id],
     )
+    known = labelled.select("segment_id", "label", "weight")
+    missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
+    if missing.height:
+        fresh = _label_missing(store, row, missing, config.before, config.after, llm)
+        # A segment outside the judge's sample stands for its (checkpoint, task) stratum like those inside it.
+        strata = labelled.group_by("checkpoint", "task_id").agg(pl.col("weight").first())
+        fresh = fresh.join(strata, on=["checkpoint", "task_id"], how="left").with_columns(
+            pl.col("weight").fill_null(1.0)
+        )
+        known = pl.concat([known, fresh.select("segment_id", "label", "weight")])
     sides = store.frame(
         "SELECT s.segment_id, r.checkpoint FROM segments s JOIN rollouts r USING (rollout_key) "
         "WHERE s.segment_id IN (SELECT unnest(?::BIGINT[]))",
-        [both["segment_id"].to_list()],
+        [user["segment_id"].to_list()],
     )
-    hand = both.join(sides, on="segment_id")
-    matrices, means = {}, {}
-    for side, checkpoint in (("before", config.before), ("after", config.after)):
+    hand = user.join(known, on="segment_id").join(sides, on="segment_id")
+    estimates = []
+    for checkpoint in (config.before, config.after):
         h = hand.filter(pl.col("checkpoint") == checkpoint)
-        u, m = h["user_label"].to_numpy(), h["label"].to_numpy()
-        matrices[side] = {"tp": int((u & m).sum()), "fp": int((~u & m).sum()),
-                          "fn": int((u & ~m).sum()), "tn": int((~u & ~m).sum())}  # fmt: skip
         big = labelled.filter(pl.col("checkpoint") == checkpoint)
-        means[side] = ppi_mean(big["label"].to_numpy().astype(np.float64), big["weight"].to_numpy(), u, m)
-    return matrices, ppi_delta(means["before"], means["after"])
+        estimates.append(
+            checkpoint_estimate(
+                big["label"].to_numpy().astype(bool),
+                big["weight"].to_numpy(),
+                h["user_label"].to_numpy().astype(bool),
+                h["label"].to_numpy().astype(bool),
+                h["weight"].to_numpy(),
+            )
+        )
+    result = corrected_delta(hypothesis_id, hand.height, *estimates)
+    result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds"))
+    with store.transaction():
+        store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])
+        store.execute(
+            "INSERT INTO hypothesis_calibrations VALUES (?, ?, ?)",
+            [hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at)],
+        )
+    return result
+
+
+def _label_missing(
+    store: Store, row: pl.DataFrame, missing: pl.DataFrame, before: str, after: str, llm: str | None
+) -> pl.DataFrame:
+    """The labeler's verdicts on hand-labelled segments it did not label, with their checkpoint and task."""
+    config = study_config(store)
+    if llm:
+        config = replace(config, llm=llm)
+    segments = store.frame(
+        "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id "
+        "FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id IN (SELECT unnest(?::BIGINT[]))",
+        [missing["segment_id"].to_list()],
+    )
+    population = Population("user", before, after, pl.DataFrame(), segments)
+    spec = json.loads(row["spec"][0])
+    session = open_session(store, config) if row["labeler"][0] == "judge" else None
+    fresh = label(
+        population,
+        row["labeler"][0],
+        {**spec, "kinds": None} if "question" in spec else spec,
+        session,
+        np.random.default_rng(0),
+    )
+    return fresh.join(segments.select("segment_id", "checkpoint", "task_id"), on="segment_id").select(
+        "segment_id", "label", "checkpoint", "task_id"
+    )

@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import polars as pl
 
+from engine.hypotheses.ngrams import two_proportion_z
 from engine.hypotheses.population import Population
 from engine.llm.client import LLMFailure, LLMRequest
 from engine.llm.fence import fence
@@ -106,3 +107,20 @@ def judge_labels(
         .select("segment_id", "label", "evidence", pl.col("weight").cast(pl.Float64))
         .sort("segment_id")
     )
+
+
+def weighted_z(labels: pl.DataFrame, segments: pl.DataFrame, after: str) -> tuple[float, float]:
+    """(delta, z) of after- minus before-checkpoint share of yes over judge `labels` (segment_id, label,
+    weight) of `segments` (segment_id, checkpoint): weighted shares, the pooled two-proportion z on Kish
+    effective sizes (the sample's weights make it less informative than its size says)."""
+    joined = labels.join(segments.select("segment_id", "checkpoint"), on="segment_id")
+    share, size = {}, {}
+    for side, rows in (("after", joined.filter(pl.col("checkpoint") == after)),
+                       ("before", joined.filter(pl.col("checkpoint") != after))):  # fmt: skip
+        w, y = rows["weight"].to_numpy(), rows["label"].to_numpy().astype(np.float64)
+        share[side] = float(w @ y / w.sum()) if w.size else 0.0
+        size[side] = float(w.sum() ** 2 / (w**2).sum()) if w.size else 0.0
+    z = two_proportion_z(
+        share["after"] * size["after"], size["after"], share["before"] * size["before"], size["before"]
+    )
+    return share["after"] - share["before"], z

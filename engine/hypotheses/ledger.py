@@ -15,6 +15,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
+from engine.hypotheses.exposure import EXPLORATORY, exploratory_note
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
@@ -26,6 +27,15 @@ from engine.store import Store, writes
 log = logging.getLogger(__name__)
 
 STAGE = "hypotheses"
+# What a hypothesis is tested on (provenance 'split'): held-out, or in a cross-fitted small study discovery
+# (it was drafted on the held-out fold).
+SPLIT_NAMES = {"heldout": "held-out", "discovery": "discovery"}
+
+
+def tested_split(provenance: str | dict[str, Any] | None) -> str:
+    """The split a hypothesis is tested on, from its provenance (default: held-out)."""
+    p = json.loads(provenance) if isinstance(provenance, str) else provenance or {}
+    return "discovery" if p.get("split") == "discovery" else "heldout"
 
 
 def _now() -> datetime:
@@ -92,12 +102,14 @@ def replace_labels(store: Store, hypothesis_id: int, labels: pl.DataFrame) -> No
 
 
 def revalidate(
-    store: Store, population: Population, config: AnalyzeConfig, rng: np.random.Generator
+    store: Store, populations: dict[str, Population], config: AnalyzeConfig, rng: np.random.Generator
 ) -> list[Validation]:
-    """Test every labelled hypothesis as one family (BH across them and every earlier held-out test, from
-    `heldout_tests`) and write the results; by sign-flip over tasks when the split held out whole tasks."""
+    """Test every labelled hypothesis on the split it is tested on (`populations`: split -> Population,
+    loaded here when missing) as one family: BH across all of them and every earlier held-out test, from
+    `heldout_tests`; by sign-flip over tasks when the split held out whole tasks. Writes the results."""
     rows = store.frame(
-        "SELECT hypothesis_id, direction, statement, spec FROM hypotheses "
+        "SELECT hypothesis_id, direction, statement, spec, provenance, coalesce(exploratory, FALSE) AS exploratory, "
+        "provenance ->> 'exploratory' AS exploratory_reason FROM hypotheses "
         "WHERE hypothesis_id IN (SELECT DISTINCT hypothesis_id FROM hypothesis_labels) ORDER BY hypothesis_id"
     )
     previous = store.frame(
@@ -105,19 +117,40 @@ def revalidate(
         "(SELECT DISTINCT hypothesis_id FROM hypothesis_labels) USING (hypothesis_id) "
         "WHERE h.statement = t.statement AND h.spec::VARCHAR = t.spec)"
     )["p_value"].to_list()
+    earlier = [p for p in previous if p is not None]
     new_tasks = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") in ("task", "environment")
-    claims = [Claim(r["hypothesis_id"], r["direction"]) for r in rows.iter_rows(named=True)]
     labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
-    results = validate(
-        population,
-        labels,
-        claims,
-        rng,
-        fdr=config.fdr,
-        n_permutations=config.permutations,
-        new_tasks=new_tasks,
-        previous_p=[p for p in previous if p is not None],
-    )
+    split_of = [tested_split(p) for p in rows["provenance"]]
+    groups = {split: [i for i, s in enumerate(split_of) if s == split] for split in dict.fromkeys(split_of)}
+    base = int(rng.integers(2**32))
+
+    def run(split: str, other_p: list[float]) -> list[Validation]:
+        if split not in populations:
+            embedder = next(iter(populations.values())).embedder if populations else None
+            population = load_population(store, config.before, config.after, split)
+            populations[split] = replace(population, embedder=embedder) if embedder is not None else population
+        claims = [Claim(rows["hypothesis_id"][i], rows["direction"][i]) for i in groups[split]]
+        return validate(
+            populations[split],
+            labels,
+            claims,
+            np.random.default_rng([base, list(groups).index(split)]),  # the same draws in both passes
+            fdr=config.fdr,
+            n_permutations=config.permutations,
+            new_tasks=new_tasks,
+            previous_p=earlier + other_p,
+        )
+
+    # Cross-fitted folds are one family: a first pass gives each fold's p-values, the second runs BH over all.
+    first = {split: run(split, []) for split in groups} if len(groups) > 1 else {}
+    by_index: dict[int, Validation] = {}
+    for split, members in groups.items():
+        others = [v.p_value for s, vs in first.items() if s != split for v in vs if v.p_value is not None]
+        by_index.update(zip(members, run(split, others), strict=True))
+    results = [by_index[i] for i in range(rows.height)]
+    results = [
+        _exploratory(v, r) if r["exploratory"] else v for r, v in zip(rows.iter_rows(named=True), results, strict=True)
+    ]
     now = _now()
     for r, v in zip(rows.iter_rows(named=True), results, strict=True):
         store.execute(
@@ -148,10 +181,18 @@ def revalidate(
     return results
 
 
-def labeler_provenance(labeler: str, session: LLMSession | None, config: AnalyzeConfig) -> dict[str, Any]:
+def _exploratory(v: Validation, row: dict[str, Any]) -> Validation:
+    """An exploratory hypothesis keeps its numbers (and its place in the BH family) but not its verdict."""
+    why = row["exploratory_reason"] or "exploratory: written after held-out evidence was shown"
+    return replace(v, status=EXPLORATORY, reason=f"{why}. The test said {v.status}: {v.reason}")
+
+
+def labeler_provenance(
+    labeler: str, session: LLMSession | None, config: AnalyzeConfig, split: str = "heldout"
+) -> dict[str, Any]:
     return {
         "labeler": labeler if labeler == "verifier" else f"judge:{session.model if session else '?'}",
-        "split": "heldout",
+        "split": split,
         "seed": config.seed,
         "checkpoints": [config.before, config.after],
     }
@@ -174,7 +215,7 @@ def add_hypothesis(
     """`rldiff hypothesis add`: a regex verifier (`pattern`), an exemplar verifier (`like`: sentences a
     matching segment has one close to, within `min_similarity` cosine), each optionally for one segment
     `kind`, or an LLM judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until
-    tested."""
+    tested. Added after held-out examples were shown (`heldout_views`), it is exploratory: never validated."""
     if sum(x is not None for x in (pattern, judge, like)) != 1:
         raise InputError("give exactly one of --pattern REGEX, --like SENTENCE (repeatable) or --judge QUESTION")
     if kind is not None and kind not in KINDS:
@@ -191,11 +232,14 @@ def add_hypothesis(
             node = {"regex": pattern, "ignore_case": True}
         spec: dict[str, Any] = {"all": [{"kind": kind}, node]} if kind else node
         Verifier(spec)  # refuse a bad spec now, with its message
-        return writes.add_user_hypothesis(store.cursor(), statement, direction, "verifier", spec)
-    if not judge or not judge.strip():
-        raise InputError("--judge needs a yes/no question")
-    spec = {"question": judge.strip(), "kinds": [kind] if kind else list(KINDS)}
-    return writes.add_user_hypothesis(store.cursor(), statement, direction, "judge", spec)
+        labeler = "verifier"
+    else:
+        if not judge or not judge.strip():
+            raise InputError("--judge needs a yes/no question")
+        spec = {"question": judge.strip(), "kinds": [kind] if kind else list(KINDS)}
+        labeler = "judge"
+    con = store.cursor()
+    return writes.add_user_hypothesis(con, statement, direction, labeler, spec, exploratory=exploratory_note(con))
 
 
 def test_hypothesis(
@@ -206,7 +250,8 @@ def test_hypothesis(
     progress: Progress | None = None,
     budget: Budget | None = None,
 ) -> Validation:
-    """`rldiff hypothesis test`: label the held-out split for one hypothesis and re-test the family.
+    """`rldiff hypothesis test`: label the split it is tested on (held-out; discovery for a hypothesis drafted on
+    the held-out fold of a cross-fitted small study) for one hypothesis and re-test the family.
 
     Uses the checkpoints, seed and FDR level of the last analysis; `llm` names the judge model (judge
     hypotheses only; default: the last analysis's, or the configured default when a key is set). `progress`
@@ -222,8 +267,9 @@ def test_hypothesis(
     if labeler == "judge":
         config = replace(config, llm=llm or config.llm or AnalyzeConfig.default_llm())
         session = open_session(store, config)
+    split = tested_split(row["provenance"][0])
     with (progress or NullProgress()).track(f"testing hypothesis {hypothesis_id}", 3) as advance:
-        population = load_population(store, config.before, config.after, "heldout")
+        population = load_population(store, config.before, config.after, split)
         advance(status=f"labelling held-out segments with the {labeler}")
         rng = np.random.default_rng([config.seed, hypothesis_id])
         try:
@@ -232,7 +278,7 @@ def test_hypothesis(
             return record_too_slow(store, hypothesis_id, str(exc))
         provenance = {
             **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
-            **labeler_provenance(labeler, session, config),
+            **labeler_provenance(labeler, session, config, split),
         }
         advance(status=f"{labels.height} segments labelled; re-testing every labelled hypothesis")
         with store.transaction():
@@ -240,7 +286,7 @@ def test_hypothesis(
             store.execute(
                 "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
             )
-            results = revalidate(store, population, config, np.random.default_rng(config.seed))
+            results = revalidate(store, {split: population}, config, np.random.default_rng(config.seed))
         advance(status="done")
     return next(v for v in results if v.hypothesis_id == hypothesis_id)
 

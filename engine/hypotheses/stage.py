@@ -1,4 +1,6 @@
-"""The hypotheses stage: draft from the discovery split, label the held-out split, validate, write.
+"""The hypotheses stage: draft from the discovery split, label the held-out split, validate, write. In a
+small study (split within task) also the other way round, cross-fitted: draft on the held-out fold and test on
+discovery (engine.hypotheses.crossfit); all tests are one BH family.
 
 Drafted hypotheses the user has not touched (no decision, note or hand label) are replaced on each run;
 the user's own and triaged ones are kept and re-tested with the new ones as one family.
@@ -17,15 +19,20 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.draft import Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
+from engine.hypotheses.draft import MIN_Z, Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.ledger import (
+    SPLIT_NAMES,
     STAGE,
+    hypothesis_kinds,
     label,
     labeler_provenance,
     open_session,
     record_too_slow,
     replace_labels,
     revalidate,
+    tested_split,
 )
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
@@ -73,42 +80,43 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             examples=lambda ids: example_sentences(store, list(ids)),
         )
         sources = load_sources(store, config.fdr)
-        sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
-        fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
-        discovery_ids = discovery.population.segments["segment_id"].to_list()
-        fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(discovery_ids))
-
-        def fires(source: Source) -> set[int]:
-            if not source.feature_ids:  # a lexical source fires where its n-gram occurs
-                index, _ = discovery.index(source.kinds)
-                return set(index.segment_ids[index.matches(set(source.top_ngrams))].tolist())
-            return set(fires_by_feature.filter(pl.col("feature_id").is_in(list(source.feature_ids)))["segment_id"])
-
-        with progress.track("drafting hypotheses", len(sources)) as advance:
-            drafts = draft_all(sources, fires, discovery, session, rng)
-            advance(len(sources), status=f"{len(drafts)} drafts")
+        drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, config.before, config.after, "heldout")
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
-        labelled: list[tuple[Draft, pl.DataFrame]] = []
-        with progress.track("labelling held-out segments", len(drafts)) as advance:
-            for draft in drafts:
-                try:
-                    labelled.append((draft, label(heldout, draft.labeler, draft.spec, session, rng, Budget())))
-                except LabelerTooSlow as exc:  # not tested: dropped, and counted in the run's metrics
-                    log.warning("draft %r not tested: %s", draft.statement[:80], exc)
-                    too_slow += 1
-                advance(1)
+        populations = {"heldout": heldout, "discovery": discovery.population}
+        folds = [(drafts, "heldout")]
+        if store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") == "rollout":  # cross-fitting
+            fold_b = Discovery(heldout)  # no feature examples: those are fold A's
+            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
+            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
+            seen = {_claim(d) for d in drafts}  # the same labeler and direction is the same claim: tested once
+            folds.append(([d for d in drafts_b if _claim(d) not in seen], "discovery"))
+            judge_dropped += dropped_b
+            sources += sources_b
+        labelled: list[tuple[Draft, pl.DataFrame, str]] = []
+        for fold_drafts, tested_on in folds:
+            with progress.track(f"labelling {SPLIT_NAMES[tested_on]} segments", len(fold_drafts)) as advance:
+                for draft in fold_drafts:
+                    try:
+                        labels = label(populations[tested_on], draft.labeler, draft.spec, session, rng, Budget())
+                        labelled.append((draft, labels, tested_on))
+                    except LabelerTooSlow as exc:  # not tested: dropped, and counted in the run's metrics
+                        log.warning("draft %r not tested: %s", draft.statement[:80], exc)
+                        too_slow += 1
+                    advance(1)
         kept = store.frame(
-            "SELECT hypothesis_id, labeler, spec FROM hypotheses h WHERE origin = 'user' OR decision IS NOT NULL "
-            "OR note IS NOT NULL OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
+            "SELECT hypothesis_id, labeler, spec, provenance FROM hypotheses h WHERE origin = 'user' "
+            "OR decision IS NOT NULL OR note IS NOT NULL "
+            "OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
         )
         relabelled, slow = [], {}
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
+                population = populations[tested_split(r["provenance"])]
                 try:
-                    labels = label(heldout, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                    labels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
                 except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
                     slow[r["hypothesis_id"]] = str(exc)
                     labels = None
@@ -127,31 +135,93 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                     replace_labels(store, hypothesis_id, labels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
-            results = revalidate(store, heldout, config, np.random.default_rng([config.seed, 5]))
+            results = revalidate(store, populations, config, np.random.default_rng([config.seed, 5]))
         for hypothesis_id, reason in slow.items():
             record_too_slow(store, hypothesis_id, reason)
         statuses = [v.status for v in results]
         record.metrics = {
             "sources": len(sources),
-            "drafts": len(drafts),
+            "drafts": len(labelled),
+            "cross_fitted": len(folds) == 2,
             "tested": len(results),
             "too_slow": too_slow + len(slow),
-            **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive")},
+            "judge_dropped": judge_dropped,
+            **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive", "exploratory")},
             **(session.meter.summary() if session else {}),
         }
-        return len(drafts)
+        return len(labelled)
+
+
+def _claim(draft: Draft) -> tuple[str, str, str]:
+    return draft.labeler, json.dumps(draft.spec, sort_keys=True), draft.direction
+
+
+def _draft_fold(
+    store: Store,
+    sources: list[Source],
+    discovery: Discovery,
+    session: LLMSession | None,
+    config: AnalyzeConfig,
+    rng: np.random.Generator,
+    progress: Progress,
+) -> tuple[list[Draft], int]:
+    """Drafts from `sources` and the fold's lexical sources (added to `sources`), all checked on the fold
+    they are drafted on; also how many judge drafts that check dropped."""
+    sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
+    fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
+    fold_ids = discovery.population.segments["segment_id"].to_list()
+    fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(fold_ids))
+
+    def fires(source: Source) -> set[int]:
+        if not source.feature_ids:  # a lexical source fires where its n-gram occurs
+            index, _ = discovery.index(source.kinds)
+            return set(index.segment_ids[index.matches(set(source.top_ngrams))].tolist())
+        return set(fires_by_feature.filter(pl.col("feature_id").is_in(list(source.feature_ids)))["segment_id"])
+
+    with progress.track(f"drafting hypotheses on {SPLIT_NAMES[discovery.population.split]}", len(sources)) as advance:
+        drafts = draft_all(sources, fires, discovery, session, rng)
+        advance(len(sources), status=f"{len(drafts)} drafts")
+    return _check_judges(drafts, discovery, session, rng, progress)
+
+
+def _check_judges(
+    drafts: list[Draft], discovery: Discovery, session: LLMSession | None, rng: np.random.Generator, progress: Progress
+) -> tuple[list[Draft], int]:
+    """Judge drafts pass the discovery check verifier drafts pass: the judge labels a stratified sample of the
+    discovery segments of the draft's kinds, and the draft is kept only if its weighted shares separate the
+    checkpoints in its direction by MIN_Z. Returns the kept drafts and how many were dropped."""
+    judges = [d for d in drafts if d.labeler == "judge"]
+    if not judges or session is None:
+        return drafts, 0
+    kept, dropped = [d for d in drafts if d.labeler != "judge"], 0
+    population = discovery.population
+    with progress.track("checking judge drafts on discovery", len(judges)) as advance:
+        for draft in judges:
+            segments = population.of_kinds(hypothesis_kinds("judge", draft.spec))
+            labels = judge_labels(session, draft.spec["question"], segments, rng)
+            delta, z = weighted_z(labels, segments, population.after)
+            sign = 1.0 if draft.direction == "increase" else -1.0
+            check = {"judge_discovery_delta": delta, "judge_discovery_z": z, "judge_discovery_n": labels.height}
+            if sign * z >= MIN_Z:
+                kept.append(replace(draft, score=sign * z, provenance={**draft.provenance, **check}))
+            else:
+                log.info("judge draft %r dropped: discovery z=%.2f", draft.statement[:80], z)
+                dropped += 1
+            advance(1)
+    return kept, dropped
 
 
 def _write_drafts(
-    store: Store, labelled: list[tuple[Draft, pl.DataFrame]], session: LLMSession | None, config: AnalyzeConfig
+    store: Store, labelled: list[tuple[Draft, pl.DataFrame, str]], session: LLMSession | None, config: AnalyzeConfig
 ) -> None:
     first = store.next_id("hypotheses", "hypothesis_id")
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = []
-    for offset, (draft, _) in enumerate(labelled):
+    for offset, (draft, _, tested_on) in enumerate(labelled):
         provenance = {
             **draft.provenance,
-            **labeler_provenance(draft.labeler, session, config),
+            **labeler_provenance(draft.labeler, session, config, tested_on),
+            "drafted_on": "heldout" if tested_on == "discovery" else "discovery",
             "labeler_discovery_delta": draft.discovery_delta,
         }
         rows.append(
@@ -169,7 +239,7 @@ def _write_drafts(
         )
     if rows:
         store.append("hypotheses", pl.DataFrame(rows).with_columns(pl.col("hypothesis_id").cast(pl.Int32)))
-    for offset, (_, labels) in enumerate(labelled):
+    for offset, (_, labels, _) in enumerate(labelled):
         replace_labels(store, first + offset, labels)
 
 

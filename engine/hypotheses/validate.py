@@ -23,6 +23,9 @@ from engine.stats.signflip import task_deltas
 # in its direction is rejected as not replicated. Declared here rather than taken from the discovery delta,
 # which selection inflates (the winner's curse), so a real but smaller effect is not rejected for being smaller.
 MIN_EFFECT = 0.02
+# How a reason names the split a hypothesis was tested on (discovery: a cross-fitted hypothesis drafted on the
+# held-out fold of a small study).
+TESTED_ON = {"heldout": "held-out", "discovery": "discovery-fold"}
 # Refinement budget: p-values at the Monte Carlo floor are re-drawn up to this many times n_permutations.
 MAX_PERMUTATION_FACTOR = 100
 
@@ -130,7 +133,7 @@ def validate(
         sign = 1.0 if claim.direction == "increase" else -1.0
         status, reason = _decide(
             n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
-            sign, fdr, test.scope,
+            sign, fdr, test.scope, TESTED_ON.get(population.split, population.split),
         )  # fmt: skip
         out.append(
             Validation(
@@ -182,15 +185,16 @@ def _decide(
     sign: float,
     fdr: float,
     scope: str,
+    where: str,
 ) -> tuple[str, str]:
     if n == 0:
-        return "inconclusive", "no held-out segment of the kinds this labeler reads"
+        return "inconclusive", f"no {where} segment of the kinds this labeler reads"
     if not np.isfinite(delta) or not np.isfinite(q):
         return "inconclusive", "held-out tasks lack rollouts of both checkpoints"
     interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
-    change = f"{before:.1%} -> {after:.1%} on held-out ({scope}; delta {delta * 100:+.1f} pts, {interval}, q={q:.3g})"
+    change = f"{before:.1%} -> {after:.1%} on {where} ({scope}; delta {delta * 100:+.1f} pts, {interval}, q={q:.3g})"
     if before == 0 and after == 0:
-        return "rejected", "the labeler matched no held-out segment"
+        return "rejected", f"the labeler matched no {where} segment"
     if q < fdr and sign * delta > 0:
         return "validated", change
     if q < fdr:

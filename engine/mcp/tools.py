@@ -269,7 +269,7 @@ class StudyTools:
     def list_hypotheses(
         self,
         status: Annotated[
-            Literal["proposed", "validated", "rejected", "inconclusive"] | None,
+            Literal["proposed", "validated", "rejected", "inconclusive", "exploratory"] | None,
             Field(description="only hypotheses with this validation status"),
         ] = None,
         decision: Annotated[
@@ -290,22 +290,39 @@ class StudyTools:
         self,
         hypothesis_id: Id,
         examples_per_checkpoint: Annotated[
-            int, Field(ge=0, le=10, description="held-out segments the labeler marked positive, per checkpoint")
-        ] = 3,
+            int,
+            Field(
+                ge=0,
+                le=10,
+                description="held-out segments the labeler marked positive, per checkpoint (default none: "
+                "showing them is logged, and any hypothesis added afterwards is exploratory, never validated)",
+            ),
+        ] = 0,
         max_chars: MaxChars = 500,
     ) -> str:
-        """One hypothesis with its validation, provenance (where it came from, labeler, split, seed) and
-        held-out segments its labeler marked positive in each checkpoint, with the evidence span."""
-        with self.access.reading() as s:
+        """One hypothesis with its validation, provenance (where it came from, labeler, split, seed), its
+        labeler's calibration against hand labels when one was run (confusion matrix per checkpoint, corrected
+        delta and CI), and on request held-out segments its labeler marked positive in each checkpoint, with
+        the evidence span, each marked split 'heldout'. WRITES a log entry when examples are asked for: a
+        hypothesis written after seeing held-out examples is exploratory."""
+        from engine.hypotheses.calibration_record import stored_calibration
+        from engine.hypotheses.exposure import record_heldout_view
+
+        with self.access.writing() if examples_per_checkpoint else self.access.reading() as s:
             row = queries.hypothesis(s.con, hypothesis_id)
-            examples = queries.hypothesis_examples(s.con, hypothesis_id, examples_per_checkpoint) if row else []
+            examples = []
+            if row is not None and examples_per_checkpoint:
+                record_heldout_view(s.con, "mcp", hypothesis_id)
+                examples = queries.hypothesis_examples(s.con, hypothesis_id, examples_per_checkpoint)
+            calibration = stored_calibration(s.con, hypothesis_id) if row else None
         if row is None:
             raise InputError(f"no hypothesis with id {hypothesis_id}; list_hypotheses shows hypothesis ids")
         return to_json(
             _hypothesis(row)
             | {
                 "provenance": row.provenance,
-                "examples": [_ref(e.segment, max_chars) | {"evidence": e.evidence} for e in examples],
+                "calibration": calibration,
+                "examples": [_ref(e.segment, max_chars) | {"evidence": e.evidence, "split": e.split} for e in examples],
             }
         )
 
@@ -405,6 +422,7 @@ class StudyTools:
         `verifier` spec, or a `judge_question` (needs ANTHROPIC_API_KEY in the server's environment to test).
         It starts as 'proposed'; call run_hypothesis_test with the returned hypothesis_id to test it."""
         from engine.hypotheses import ledger
+        from engine.hypotheses.exposure import exploratory_note
         from engine.hypotheses.verifier import Verifier
 
         if sum(bool(x) for x in (pattern, verifier, judge_question)) != 1:
@@ -413,7 +431,9 @@ class StudyTools:
             if verifier:
                 spec = {"all": [{"kind": kind}, verifier]} if kind else verifier
                 Verifier(spec)  # refuse a bad spec with the path of its first problem
-                hypothesis_id = writes.add_user_hypothesis(s.con, statement, direction, "verifier", spec)
+                hypothesis_id = writes.add_user_hypothesis(
+                    s.con, statement, direction, "verifier", spec, exploratory=exploratory_note(s.con)
+                )
             else:
                 hypothesis_id = ledger.add_hypothesis(
                     s.store,

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.hypotheses.calibration_record import stored_calibration
 from engine.store import Store, queries
 from engine.store.queries import (
     ClusterRow,
@@ -27,13 +28,14 @@ TOP_SENTENCE_FEATURES = 8
 class ReportContent:
     summary: StudySummary
     validated: list[HypothesisRow]
-    others: list[HypothesisRow]  # rejected, inconclusive, proposed
+    others: list[HypothesisRow]  # rejected, inconclusive, exploratory, proposed
     examples: dict[int, list[HypothesisExample]]
     deltas: list[DeltaRow]
     clusters: list[ClusterRow]
     stage_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     llm_cost: float = 0.0
     sentence_features: list[SentenceFeature] = field(default_factory=list)  # concepts and groups, with sentences
+    calibrations: dict[int, dict[str, Any]] = field(default_factory=dict)  # hypothesis_id -> stored calibration
 
 
 def gather(store: Store) -> ReportContent:
@@ -47,6 +49,7 @@ def gather(store: Store) -> ReportContent:
             "SELECT stage, arg_max(config, finished_at) FROM runs WHERE status = 'done' GROUP BY stage"
         ).fetchall()
     }
+    calibrations = {h.hypothesis_id: stored_calibration(con, h.hypothesis_id) for h in rows}
     return ReportContent(
         summary=queries.study_summary(con),
         validated=validated,
@@ -57,6 +60,7 @@ def gather(store: Store) -> ReportContent:
         stage_configs=configs,
         llm_cost=float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_cache").fetchone()[0]),
         sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
+        calibrations={k: v for k, v in calibrations.items() if v is not None},
     )
 
 

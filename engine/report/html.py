@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
+from engine.hypotheses.calibration_record import calibration_lines
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
@@ -27,6 +28,7 @@ def render_html(content: ReportContent) -> str:
         f"<title>rldiff report: {h(s.before)} vs {h(s.after)}</title><style>{CSS}</style></head><body>",
         f"<h1>rldiff report: {h(s.before)} &rarr; {h(s.after)}</h1>",
         f"<p><strong>Warning: {h(s.stale_notice())}.</strong></p>" if s.stale else "",
+        f"<p><strong>{h(s.small_study_notice(), 600)}.</strong></p>" if s.small_study_notice() else "",
         "<h2>Study</h2>",
         "<table><tr><th>checkpoint</th><th>tasks</th><th>rollouts</th><th>success rate</th><th>95% CI</th></tr>",
     ]
@@ -56,12 +58,13 @@ def render_html(content: ReportContent) -> str:
             seg = ex.segment
             pre, hit, post = excerpt(seg.text, ex.evidence)
             parts.append(
-                f"<div class='evidence'><span class='muted'>{h(seg.checkpoint)} · task {h(seg.task_id)} · "
-                f"rollout {h(seg.rollout_id)}</span>\n{h(pre)}<mark>{h(hit)}</mark>{h(post)}</div>"
+                f"<div class='evidence'><span class='muted'>{h(ex.split)} · {h(seg.checkpoint)} · "
+                f"task {h(seg.task_id)} · rollout {h(seg.rollout_id)}</span>\n"
+                f"{h(pre)}<mark>{h(hit)}</mark>{h(post)}</div>"
             )
         parts.append("</div>")
     parts.append(
-        f"<h2>Rejected and inconclusive ({len(content.others)})</h2><table><tr><th>id</th>"
+        f"<h2>Rejected, inconclusive and exploratory ({len(content.others)})</h2><table><tr><th>id</th>"
         "<th>statement</th><th>status</th><th>why</th><th>decision</th></tr>"
     )
     for o in content.others:
@@ -69,9 +72,16 @@ def render_html(content: ReportContent) -> str:
             f"<tr><td>{o.hypothesis_id}</td><td>{h(o.statement)}</td><td>{h(o.status)}</td>"
             f"<td>{h(o.reason)}</td><td>{h(o.decision or '')} {h(o.note or '')}</td></tr>"
         )
+    parts.append("</table>")
+    if content.calibrations:
+        parts.append(f"<h2>Labeler calibration against hand labels ({len(content.calibrations)})</h2><ul>")
+        for hypothesis_id, c in sorted(content.calibrations.items()):
+            lines = "<br>".join(h(x) for x in calibration_lines(c))
+            parts.append(f"<li>Hypothesis {hypothesis_id}: {lines}</li>")
+        parts.append("</ul>")
     span = max([abs(x) for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta) if x is not None] or [0.1])
     parts.append(
-        "</table><h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
+        "<h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
         "<th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q (in family)</th></tr>"
     )
     for d in content.deltas:

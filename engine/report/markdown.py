@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
+from engine.hypotheses.calibration_record import calibration_lines
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.store.queries import HypothesisRow
@@ -46,7 +47,8 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
         gap_after = " " if post[:1].isspace() else ""
         quote = f"{md(pre, 400)}{gap_before}**{md(hit, 400)}**{gap_after}{md(post, 400)}" if hit else md(post, 400)
         lines.append(
-            f"- Evidence ({md(seg.checkpoint)}, task {md(seg.task_id)}, rollout {md(seg.rollout_id)}): {quote}"
+            f"- Evidence ({md(ex.split)}, {md(seg.checkpoint)}, task {md(seg.task_id)}, rollout {md(seg.rollout_id)}): "
+            f"{quote}"
         )
     return [*lines, ""]
 
@@ -57,6 +59,7 @@ def render_markdown(content: ReportContent) -> str:
         f"# rldiff report: {md(s.before)} -> {md(s.after)}",
         "",
         *([f"**Warning: {md(s.stale_notice(), 400)}.**", ""] if s.stale else []),
+        *([f"**{md(s.small_study_notice(), 600)}.**", ""] if s.small_study_notice() else []),
         "## Study",
         "",
         "| checkpoint | tasks | rollouts | success rate | 95% CI |",
@@ -77,7 +80,7 @@ def render_markdown(content: ReportContent) -> str:
     for h in content.validated:
         out += _finding(h, content)
     out += [
-        f"## Rejected and inconclusive ({len(content.others)})",
+        f"## Rejected, inconclusive and exploratory ({len(content.others)})",
         "",
         "| id | statement | status | why | decision |",
         "|---|---|---|---|---|",
@@ -87,6 +90,10 @@ def render_markdown(content: ReportContent) -> str:
             f"| {h.hypothesis_id} | {md(h.statement, 160)} | {h.status} | {md(h.reason, 300)} | "
             f"{h.decision or ''}{' (' + md(h.note, 120) + ')' if h.note else ''} |"
         )
+    if content.calibrations:
+        out += ["", f"## Labeler calibration against hand labels ({len(content.calibrations)})", ""]
+        for hypothesis_id, c in sorted(content.calibrations.items()):
+            out += [f"- Hypothesis {hypothesis_id}: " + "; ".join(md(line, 400) for line in calibration_lines(c))]
     out += [
         "",
         "## Top feature deltas (discovery split)",

@@ -72,12 +72,30 @@ class StudySummary:
     n_hypotheses: int
     stages: list[StageStatus]
     n_shared_tasks: int = 0  # tasks with rollouts in every checkpoint
+    split_mode: str | None = None  # engine.split: 'task' | 'environment' | 'rollout' | 'none'; None before
+    split_warning: str | None = None
 
     @property
     def stale(self) -> list[str]:
         """Stages whose results were computed from an earlier stage's previous output (e.g. features
         re-computed, then the analysis stopped): readers say so rather than show them as current."""
         return [s.stage for s in self.stages if s.status == "stale"]
+
+    @property
+    def exploratory(self) -> list[dict[str, Any]]:
+        """The deltas stage's whole-study ranking (small studies only), each row marked exploratory."""
+        deltas = next((s for s in self.stages if s.stage == "deltas"), None)
+        return list(deltas.metrics.get("exploratory") or []) if deltas else []
+
+    def small_study_notice(self) -> str:
+        """A sentence for readers when too few tasks are shared to split by task (engine.split), else ''."""
+        if self.split_mode != "rollout":
+            return ""
+        return (
+            f"Small study: {self.split_warning or 'rollouts are split within task'}. Rankings over the whole "
+            "study are exploratory, never validated; a hypothesis is confirmed only on the fold of rollouts it "
+            "was not drafted on"
+        )
 
     def stale_notice(self, store: str = "STORE") -> str:
         """A sentence for readers when some results are stale, else ''."""
@@ -181,7 +199,14 @@ def study_summary(con: Connection) -> StudySummary:
                 "HAVING count(DISTINCT checkpoint) = (SELECT count(*) FROM checkpoints))"
             ).fetchone()[0]
         ),
+        split_mode=_meta(con, "split_mode"),
+        split_warning=_meta(con, "split_warning"),
     )
+
+
+def _meta(con: Connection, key: str) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
 
 
 # -- deltas -------------------------------------------------------------------------------------------------
@@ -583,15 +608,16 @@ def top_findings(con: Connection, limit: int = 10) -> list[HypothesisRow]:
 class HypothesisExample:
     segment: SegmentRef
     evidence: str | None
+    split: str | None  # the split the labels are on ('heldout'): shown marked as such
 
 
 def hypothesis_examples(con: Connection, hypothesis_id: int, per_checkpoint: int = 3) -> list[HypothesisExample]:
     """Held-out segments the labeler marked positive, a few from each checkpoint."""
     return [
-        HypothesisExample(segment=_segment_ref(r), evidence=r["evidence"])
+        HypothesisExample(segment=_segment_ref(r), evidence=r["evidence"], split=r["split"])
         for r in _rows(
             con,
-            f"SELECT {_SEGMENT_REF}, l.evidence, c.ordinal FROM hypothesis_labels l "
+            f"SELECT {_SEGMENT_REF}, l.evidence, r.split, c.ordinal FROM hypothesis_labels l "
             "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
             "JOIN checkpoints c ON c.checkpoint = r.checkpoint "
             "WHERE l.hypothesis_id = ? AND l.label "
@@ -612,16 +638,19 @@ class LabelCandidate:
 
 
 def label_candidates(con: Connection, hypothesis_id: int, limit: int = 20) -> list[LabelCandidate]:
-    """Segments the labeler judged for this hypothesis that the user has not labelled, mixed across
-    checkpoints and verdicts in a fixed pseudo-random order."""
+    """Segments the labeler judged for this hypothesis that the user has not labelled: a sample stratified by
+    checkpoint and the labeler's verdict (the strata taken in turn, each in a fixed pseudo-random order), so
+    that the calibration has hand labels of both verdicts in both checkpoints however rare one is."""
     return [
         LabelCandidate(**r)
         for r in _rows(
             con,
             "SELECT s.segment_id, s.kind, s.text FROM hypothesis_labels l JOIN segments s USING (segment_id) "
+            "JOIN rollouts r USING (rollout_key) "
             "WHERE l.hypothesis_id = ? AND NOT EXISTS (SELECT 1 FROM user_labels u "
             "WHERE u.hypothesis_id = l.hypothesis_id AND u.segment_id = l.segment_id) "
-            "ORDER BY hash(s.segment_id, l.hypothesis_id) LIMIT ?",
+            "ORDER BY row_number() OVER (PARTITION BY r.checkpoint, l.label ORDER BY hash(s.segment_id, "
+            "l.hypothesis_id)), hash(s.segment_id, l.hypothesis_id) LIMIT ?",
             [hypothesis_id, limit],
         )
     ]

@@ -192,7 +192,8 @@ CREATE TABLE IF NOT EXISTS hypotheses (
     provenance         JSON,               -- source cluster/features, prompt hash, model, split, seed
     created_at         TIMESTAMP NOT NULL,
     tested_at          TIMESTAMP,
-    decided_at         TIMESTAMP
+    decided_at         TIMESTAMP,
+    exploratory        BOOLEAN             -- written after held-out evidence was shown: never 'validated' (v5)
 );
 
 CREATE TABLE IF NOT EXISTS hypothesis_labels (
@@ -212,6 +213,21 @@ CREATE TABLE IF NOT EXISTS heldout_tests (
     p_value        DOUBLE,
     tested_at      TIMESTAMP NOT NULL,
     PRIMARY KEY (statement, spec)
+);
+
+-- Each time held-out evidence (labelled examples) was shown to a person (schema version 5): a user hypothesis
+-- written after the first is exploratory (docs/statistics.md, "No leaks").
+CREATE TABLE IF NOT EXISTS heldout_views (
+    viewed_at      TIMESTAMP NOT NULL,
+    via            VARCHAR NOT NULL,       -- 'cli' | 'tui' | 'mcp' | 'report'
+    hypothesis_id  INTEGER                 -- whose examples, when one hypothesis's
+);
+
+-- The last labeler calibration of each hypothesis (schema version 5): engine.hypotheses.calibration, as JSON.
+CREATE TABLE IF NOT EXISTS hypothesis_calibrations (
+    hypothesis_id  INTEGER PRIMARY KEY,
+    result         JSON NOT NULL,
+    computed_at    TIMESTAMP NOT NULL
 );
 
 -- Labels a person gave, to calibrate the labeler.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Bytes 8-11 of every DuckDB database file (after an 8-byte checksum).
 _DUCKDB_MAGIC = (8, b"DUCK")
 _STAGING = ".{}.staging-"  # prefix of the scratch databases `Store.staging` makes beside the store
@@ -45,6 +45,11 @@ MIGRATIONS: dict[int, str] = {
     "p_value DOUBLE, tested_at TIMESTAMP NOT NULL, PRIMARY KEY (statement, spec));",
     4: "CREATE TABLE IF NOT EXISTS sentences (sentence_id BIGINT PRIMARY KEY, segment_id BIGINT NOT NULL, "
     "sentence_index INTEGER NOT NULL, char_start INTEGER NOT NULL, char_end INTEGER NOT NULL, text VARCHAR NOT NULL);",
+    5: _add_columns("hypotheses", "exploratory BOOLEAN")
+    + "CREATE TABLE IF NOT EXISTS heldout_views (viewed_at TIMESTAMP NOT NULL, via VARCHAR NOT NULL, "
+    "hypothesis_id INTEGER);"
+    "CREATE TABLE IF NOT EXISTS hypothesis_calibrations (hypothesis_id INTEGER PRIMARY KEY, result JSON NOT NULL, "
+    "computed_at TIMESTAMP NOT NULL);",
 }
 
 

@@ -58,8 +58,16 @@ def set_user_label(con: Connection, hypothesis_id: int, segment_id: int, label: 
     )
 
 
-def add_user_hypothesis(con: Connection, statement: str, direction: str, labeler: str, spec: dict[str, Any]) -> int:
-    """Add a hypothesis the user wrote, status 'proposed' until tested. Returns its id."""
+def add_user_hypothesis(
+    con: Connection,
+    statement: str,
+    direction: str,
+    labeler: str,
+    spec: dict[str, Any],
+    exploratory: str | None = None,
+) -> int:
+    """Add a hypothesis the user wrote, status 'proposed' until tested; `exploratory`: why it is (written after
+    held-out evidence was shown). Returns its id."""
     if not statement.strip():
         raise InputError("a hypothesis needs a statement")
     if direction not in DIRECTIONS:
@@ -71,8 +79,17 @@ def add_user_hypothesis(con: Connection, statement: str, direction: str, labeler
         new_id = int(con.execute("SELECT coalesce(max(hypothesis_id) + 1, 0) FROM hypotheses").fetchone()[0])
         con.execute(
             "INSERT INTO hypotheses (hypothesis_id, statement, direction, labeler, spec, status, origin, "
-            "provenance, created_at) VALUES (?, ?, ?, ?, ?, 'proposed', 'user', ?, ?)",
-            [new_id, statement.strip(), direction, labeler, json.dumps(spec), json.dumps({"origin": "user"}), _now()],
+            "provenance, created_at, exploratory) VALUES (?, ?, ?, ?, ?, 'proposed', 'user', ?, ?, ?)",
+            [
+                new_id,
+                statement.strip(),
+                direction,
+                labeler,
+                json.dumps(spec),
+                json.dumps({"origin": "user"} | ({"exploratory": exploratory} if exploratory else {})),
+                _now(),
+                exploratory is not None,
+            ],
         )
     except BaseException:
         con.execute("ROLLBACK")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,7 +14,7 @@ from textual.widgets import Label, ProgressBar, Static
 from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
-from tui.messages import HypothesesLoaded, HypothesisExamplesLoaded, HypothesisSaved
+from tui.messages import HypothesesLoaded, HypothesisCalibrationLoaded, HypothesisExamplesLoaded, HypothesisSaved
 from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.screens.base import RldiffScreen
 from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
     from engine.store.queries import HypothesisExample, HypothesisRow
     from tui.jobs import HypothesisTestState
 
-STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·"}
+STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·", "exploratory": "~"}
 DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
-STATUSES = (None, "validated", "inconclusive", "rejected", "proposed")
+STATUSES = (None, "validated", "inconclusive", "rejected", "proposed", "exploratory")
 DECISION_FILTERS = (None, "undecided", "accepted", "rejected")
 COLUMNS = (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("q", 6))
 
@@ -41,7 +41,8 @@ class HypothesesScreen(RldiffScreen):
         self.status_filter: str | None = None
         self.decision_filter: str | None = None
         self.rows: list[HypothesisRow] = []
-        self._examples: dict[int, list[HypothesisExample]] = {}
+        self._examples: dict[int, list[HypothesisExample]] = {}  # shown only on request (x): it is logged
+        self._calibrations: dict[int, dict[str, Any] | None] = {}
         self._select: int | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -75,6 +76,7 @@ class HypothesesScreen(RldiffScreen):
     def on_hypotheses_loaded(self, message: HypothesesLoaded) -> None:
         self.rows = message.hypotheses
         self._examples.clear()
+        self._calibrations.clear()
         self._fill()
         table = self.query_one("#hypotheses", RowTable)
         if self._select is not None:  # a jump to this hypothesis is pending
@@ -142,15 +144,36 @@ class HypothesesScreen(RldiffScreen):
     def on_row_table_row_highlighted(self, event: RowTable.RowHighlighted) -> None:
         self._show_detail()
         h = self.current
-        if h is not None and h.hypothesis_id not in self._examples:
-            from engine.store import queries
+        if h is not None and h.hypothesis_id not in self._calibrations:
+            from engine.hypotheses.calibration_record import stored_calibration
 
             hid = h.hypothesis_id
             self.run_query(
-                "hypothesis-examples",
-                lambda cur: queries.hypothesis_examples(cur, hid),
-                lambda examples: HypothesisExamplesLoaded(hid, examples),
+                "hypothesis-calibration",
+                lambda cur: stored_calibration(cur, hid),
+                lambda calibration: HypothesisCalibrationLoaded(hid, calibration),
             )
+
+    def on_hypothesis_calibration_loaded(self, message: HypothesisCalibrationLoaded) -> None:
+        self._calibrations[message.hypothesis_id] = message.calibration
+        self._show_detail()
+
+    def action_examples(self) -> None:
+        """Show the held-out positives of the highlighted hypothesis, logging the view (a write): hypotheses
+        written afterwards are exploratory."""
+        h = self.current
+        if h is None or h.hypothesis_id in self._examples:
+            return
+        from engine.hypotheses.exposure import record_heldout_view
+        from engine.store import queries
+
+        hid = h.hypothesis_id
+
+        def show(cur):  # noqa: ANN001, ANN202
+            record_heldout_view(cur, "tui", hid)
+            return queries.hypothesis_examples(cur, hid)
+
+        self.run_query("save-heldout-view", show, lambda examples: HypothesisExamplesLoaded(hid, examples), write=True)
 
     def on_hypothesis_examples_loaded(self, message: HypothesisExamplesLoaded) -> None:
         self._examples[message.hypothesis_id] = message.examples
@@ -205,16 +228,24 @@ class HypothesesScreen(RldiffScreen):
             text.append_text(safe(h.note))
         text.append("\nlabeler: ", style="dim")
         text.append_text(one_line(json.dumps(h.spec, ensure_ascii=False) if h.spec is not None else "—", 300))
+        calibration = self._calibrations.get(h.hypothesis_id)
+        if calibration is not None:
+            from engine.hypotheses.calibration_record import calibration_lines
+
+            text.append("\n\nlabeler calibration", style="bold")
+            for line in calibration_lines(calibration):
+                text.append("\n" + line)
         examples = self._examples.get(h.hypothesis_id)
         text.append("\n\npositive held-out examples", style="bold")
         if examples is None:
-            text.append(" loading…", style="dim")
+            text.append(" hidden: e shows them; hypotheses you write after seeing them are exploratory", style="dim")
         elif not examples:
             text.append(": none", style="dim")
         for e in examples or []:
             s = e.segment
             style = palette.after if s.checkpoint == after else palette.before
             text.append("\n")
+            text.append("held-out " if e.split == "heldout" else f"{e.split} ", style="italic")
             text.append_text(safe(s.checkpoint, f"bold {style}", max_chars=20))
             text.append(f" {s.rollout_id[:20]} {s.kind}: ", style="dim")
             text.append_text(one_line(s.text, 240))

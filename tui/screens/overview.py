@@ -105,6 +105,8 @@ class OverviewScreen(RldiffScreen):
             header.append(safe(summary.before, palette.before, max_chars=30))
             header.append(" → ")
             header.append(safe(summary.after, palette.after, max_chars=30))
+        if summary.small_study_notice():
+            header.append(f"\n{summary.small_study_notice()}.", style="bold yellow")
         header.append("\n")
         header.append_text(_summary_table(summary, palette.before, palette.after))
         self.query_one("#study", Static).update(header)

@@ -1,0 +1,80 @@
+"""Cross-fitting for small studies: the second fold's drafting inputs.
+
+With too few shared tasks to hold out whole tasks, the split is within task (engine.split, mode 'rollout')
+and gives two folds of rollouts: A (split 'discovery') and B ('heldout'). The stage drafts on A and tests on B,
+then drafts on B and tests on A; every test goes into one BH family, and a hypothesis is confirmed only by the
+fold it was not drafted on (docs/statistics.md, "Small studies"). This module builds fold B's sources the way
+the deltas and clusters stages build fold A's: the deltas statistics on fold B's rollouts only, significant
+features taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas). Fold B
+has no clusters, and its sources carry no top n-grams (those were computed on fold A, which tests them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import numpy as np
+import polars as pl
+import scipy.sparse as sp
+
+from engine.config import AnalyzeConfig
+from engine.deltas import Discovery as DeltaData
+from engine.deltas import compute_deltas, load_discovery
+from engine.hypotheses.sources import Source, load_sources
+from engine.progress import NullProgress
+from engine.store import Store
+
+FOLD_TABLES = ("feature_deltas", "clusters", "cluster_members")  # what `load_sources` reads besides features
+
+
+def fold_rows(data: DeltaData, keep: np.ndarray) -> DeltaData:
+    """The deltas stage's data restricted to the rollouts where `keep` is true (row order kept)."""
+    rows = np.flatnonzero(keep)
+    return DeltaData(
+        data.rollouts[rows],
+        data.features,
+        {kind: totals[rows] for kind, totals in data.totals.items()},
+        {kind: sp.csc_array(counts[rows, :]) for kind, counts in data.counts.items()},
+        data.n_dropped,
+        data.lengths[rows],
+        data.tool_totals[rows] if data.tool_totals is not None else None,
+        data.tool_support,
+    )
+
+
+def heldout_fold_deltas(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> pl.DataFrame:
+    """`feature_deltas` rows computed on the held-out fold alone, with the deltas stage's statistics."""
+    data = load_discovery(store, config.before, config.after, whole_study=True)
+    heldout = store.frame(
+        "SELECT rollout_key FROM rollouts WHERE split = 'heldout' AND checkpoint IN (?, ?)",
+        [config.before, config.after],
+    )["rollout_key"]
+    keep = data.rollouts["rollout_key"].is_in(heldout.implode()).to_numpy()
+    tables = compute_deltas(
+        fold_rows(data, keep), rng, n_permutations=config.permutations, fdr=config.fdr, progress=NullProgress()
+    )
+    return tables.deltas
+
+
+@contextmanager
+def _fold_inputs(store: Store, deltas: pl.DataFrame) -> Iterator[None]:
+    """Temporary tables that shadow the stored discovery results on this connection (DuckDB resolves
+    unqualified names to temporary tables first): fold B's deltas, no clusters. Dropped on exit."""
+    database = '"' + str(store.scalar("SELECT current_database()")).replace('"', '""') + '"'
+    try:
+        for table in FOLD_TABLES:
+            store.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {database}.main.{table} LIMIT 0")
+        store.append("temp.feature_deltas", deltas)
+        yield
+    finally:
+        for table in FOLD_TABLES:
+            store.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float) -> list[Source]:
+    """Sources drafted from fold B's significant features, without fold A's n-grams."""
+    with _fold_inputs(store, deltas):
+        sources = load_sources(store, fdr)
+    return [replace(s, top_ngrams=()) for s in sources]

@@ -1,0 +1,45 @@
+"""Held-out evidence shown to a person, and what it makes of the hypotheses they write afterwards.
+
+A hypothesis written after reading held-out examples is no longer tested on data it was not drawn from: the
+person may have phrased it to fit what they saw. Every display of held-out labelled examples (`rldiff
+hypothesis show`, the TUI's held-out examples key, the MCP `get_hypothesis` tool asked for examples) is logged in
+`heldout_views`; a user hypothesis added after the first view is marked exploratory: still tested and counted
+in the held-out family's BH, shown with its numbers, never 'validated' (docs/statistics.md, "No leaks").
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import duckdb
+
+Connection = duckdb.DuckDBPyConnection
+
+VIAS = ("cli", "tui", "mcp")
+EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said
+
+
+def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = None) -> None:
+    """Log that held-out evidence (of `hypothesis_id`, when one's) is being shown through `via`."""
+    if via not in VIAS:
+        raise ValueError(f"via must be one of {VIAS}, not {via!r}")
+    con.execute(
+        "INSERT INTO heldout_views VALUES (?, ?, ?)", [datetime.now(UTC).replace(tzinfo=None), via, hypothesis_id]
+    )
+
+
+def first_heldout_view(con: Connection) -> datetime | None:
+    """When held-out evidence was first shown to anyone, or None."""
+    row = con.execute("SELECT min(viewed_at) FROM heldout_views").fetchone()
+    return row[0] if row else None
+
+
+def exploratory_note(con: Connection) -> str | None:
+    """Why a hypothesis written now is exploratory, or None when no held-out evidence was shown yet."""
+    viewed_at = first_heldout_view(con)
+    if viewed_at is None:
+        return None
+    return (
+        f"exploratory: written after held-out examples were shown ({viewed_at:%Y-%m-%d %H:%M} UTC), so the "
+        "held-out split no longer tests it independently; counted in the family, never validated"
+    )
