@@ -191,7 +191,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
             )
         )
     result = corrected_delta(hypothesis_id, hand.height, *estimates)
-    result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds"))
+    result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
         store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])
         store.execute(
