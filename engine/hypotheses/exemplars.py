@@ -143,7 +143,8 @@ def fit_exemplars(
     `seeds` (its strongest example sentences); up to `k` exemplars are chosen among the carriers to cover them
     (greedy facility location: each pick adds most to the carriers' similarity to their nearest exemplar), and
     the threshold is the one whose segment labels best agree (F1) with the feature's firing, an exemplar not
-    scored against itself. Quiet segments may be a sample, each standing for `negative_weight` segments.
+    scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be a sample,
+    each standing for `negative_weight` segments.
     The threshold is at least MIN_CHOSEN_SIMILARITY; None when fewer than two carriers or nothing matches."""
     units = [segment_units(kind, text, splitter) for kind, text in segments]
     owner = np.repeat(np.arange(len(units)), [len(u) for u in units])
@@ -157,28 +158,29 @@ def fit_exemplars(
     index = np.array([row[t] for t in texts])
     to_seed = (vectors @ embedder.embed(seeds).T).max(axis=1)[index]
     fired = np.flatnonzero(fires[owner])
-    carriers: dict[int, None] = {}
+    carriers: dict[int, int] = {}  # carrier text -> the first segment it was drawn from
     for seg in np.unique(owner[fired]):
         mine = fired[owner[fired] == seg]
         best = int(index[mine[np.argmax(to_seed[mine])]])
         if len(unique[best]) <= MAX_EXEMPLAR_CHARS:
-            carriers[best] = None
+            carriers.setdefault(best, int(seg))
     pool = np.array(list(carriers), dtype=int)
     if pool.size < 2:
         return None
     within = vectors[pool] @ vectors[pool].T
     picked: list[int] = []
     cover = np.full(pool.size, -1.0)
-    for _ in range(min(k, pool.size - 1)):
+    for _ in range(min(k, pool.size)):
         gain = np.maximum(within, cover[:, None]).sum(axis=0)
         gain[picked] = -np.inf
         best = int(np.argmax(gain))
         picked.append(best)
         cover = np.maximum(cover, within[:, best])
     chosen = pool[picked]
-    sims = vectors @ vectors[chosen].T
-    sims[chosen, np.arange(chosen.size)] = -1.0  # an exemplar is not scored against itself
-    unit_score = sims.max(axis=1)[index]
+    unit_sims = (vectors @ vectors[chosen].T)[index]
+    for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
+        unit_sims[(index == text) & (owner == carriers[int(text)]), j] = -1.0
+    unit_score = unit_sims.max(axis=1)
     score = np.full(len(units), -1.0)
     np.maximum.at(score, owner, unit_score)
     threshold, f1 = best_f1_threshold(score[fires], score[~fires], negative_weight)
