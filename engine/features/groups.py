@@ -1,19 +1,18 @@
-"""Behaviour groups: sentences that mean the same thing, found by density clustering of sentence embeddings.
+"""Behaviour groups: sentences that mean the same thing and that one checkpoint says far more than the other.
 
-1. Cluster: up to CLUSTER_SAMPLE distinct discovery sentences, projected on their first PCA_DIMS principal
-   components (hdbscan's cost grows steeply with the dimension: 384 dimensions took 7x longer than 32 on the
-   demo's 6,355 sentences; and density in 384 dimensions found no paraphrase set at all where 16 found most:
-   `bench/groups.py`), are clustered by hdbscan with leaf selection (fine groups; eom measured against it).
-2. Merge (off by default, MERGE): two groups are one behaviour when one specific concept feature (firing on at most
-   MERGE_CONCEPT_SHARE of the sample) fires on at least MERGE_OVERLAP of the members of each, and their
-   centroids are at least MERGE_SIMILARITY alike (a broad concept, or two groups it bridges that say
-   unrelated things, do not merge).
+The pipeline's groups are contrastive (`find_contrastive_groups`, docs/concepts.md):
+1. Contrast: each sentence of one half of the discovery tasks gets a binomial z of the after-share of its
+   NEIGHBOURS nearest sentences of the other half against that half's mean (`contrast_z`); its own checkpoint
+   is never read. Sentences with |z| >= CONTRAST_Z are kept.
+2. Cluster: the kept sentences of each sign, projected on PCA_DIMS principal components, are clustered by
+   hdbscan (CONTRAST_SELECTION); the halves then swap roles (cross-fitting).
 3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
    largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
    clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR,
-   each exemplar scored by the group's other exemplars (leave one out).
-   The same rule scores every sentence of both splits, so a held-out segment is scored exactly as a
-   discovery segment with the same text (membership itself is not used: it exists for the sample only).
+   each exemplar scored by the group's other exemplars (leave one out). The same rule scores every sentence
+   of both splits, so a held-out segment is scored exactly as a discovery segment with the same text.
+`find_groups` (density alone, hdbscan over every sampled sentence, with optional merging through concept
+features, MERGE) is the first version, kept for `bench/groups.py`: it recovered no paraphrased behaviour.
 """
 
 from __future__ import annotations
