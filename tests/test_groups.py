@@ -10,7 +10,15 @@ import pytest
 
 from bench.paraphrases import PARAPHRASES, UNRELATED
 from bench.sentences import sample_texts
-from engine.features.groups import FLOOR, best_threshold, find_groups, merge_groups
+from engine.features import groups
+from engine.features.groups import (
+    FLOOR,
+    best_threshold,
+    contrast_z,
+    find_contrastive_groups,
+    find_groups,
+    merge_groups,
+)
 from engine.features.reader import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentences import split_sentences
@@ -109,3 +117,45 @@ def test_the_threshold_separates_members_from_the_rest() -> None:
 def test_no_groups_in_too_few_sentences(tmp_path: Path) -> None:
     model = find_groups(np.eye(4, dtype=np.float32), np.random.default_rng(0))
     assert model.n_groups == 0 and model.fire(np.eye(4, dtype=np.float32))[0].size == 0
+
+
+def _around(rng: np.random.Generator, v: np.ndarray, n: int, noise: float) -> np.ndarray:
+    x = v + noise * rng.standard_normal((n, len(v))).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_a_group_threshold_is_fitted_leave_one_out_so_near_paraphrases_fire() -> None:
+    rng = np.random.default_rng(0)
+    axis = np.eye(16, dtype=np.float32)
+    vectors = np.concatenate([_around(rng, axis[0], 6, 0.3), _around(rng, np.zeros(16), 300, 1.0)])
+    model = groups._model(vectors, [np.arange(6)], None)
+    assert model.thresholds[0] < 0.99  # not an exemplar's similarity to itself, which fires on nothing new
+    _, fired, _ = model.fire(_around(rng, axis[0], 20, 0.3))
+    assert fired.size >= 10  # new paraphrases of the group fire it
+
+
+def test_contrast_never_reads_a_candidates_own_checkpoint() -> None:
+    rng = np.random.default_rng(1)
+    vectors = _around(rng, np.zeros(8), 200, 1.0)
+    after = rng.integers(0, 2, 200).astype(float)
+    chooser = np.arange(200) % 2 == 0
+    z = contrast_z(vectors, after, chooser)
+    flipped = np.where(chooser, after, 1 - after)  # every candidate's checkpoint changed
+    assert np.array_equal(z[~chooser], contrast_z(vectors, flipped, chooser)[~chooser])
+
+
+def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_pair() -> None:
+    rng = np.random.default_rng(0)
+    axis = np.eye(32, dtype=np.float32)
+    said = np.concatenate([_around(rng, axis[i], 40, 0.1) for i in range(3)])  # three behaviours of after only
+    vectors = np.concatenate([said, _around(rng, np.zeros(32), 600, 1.0)])
+    planted = np.arange(len(vectors)) < len(said)
+    chooser = rng.permutation(len(vectors)) % 2 == 0
+    after = np.where(planted, 1.0, rng.integers(0, 2, len(vectors)))
+    model = find_contrastive_groups(vectors, after, chooser, ~chooser, np.random.default_rng(0))
+    assert model.n_groups >= 3
+    for members in model.members:
+        assert planted[members].mean() >= 0.8, "a group of background sentences"
+    assert planted[np.unique(np.concatenate(model.members))].sum() >= 0.5 * planted.sum()
+    null = np.where(planted, rng.integers(0, 2, len(vectors)), after)  # the same sentences on both sides
+    assert find_contrastive_groups(vectors, null, chooser, ~chooser, np.random.default_rng(0)).n_groups == 0

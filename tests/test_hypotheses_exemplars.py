@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.exemplars import best_f1_threshold, choose_exemplars
+from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 
 GRADER = "the grader checks the output format"
@@ -102,24 +102,43 @@ def test_best_f1_threshold_lies_between_the_last_positive_and_the_first_negative
     assert f1 == 1.0 and threshold == pytest.approx(0.5)
 
 
-def test_choose_exemplars_covers_the_wordings_and_separates_the_rest() -> None:
-    group = [
-        "the grader checks the output format",
-        "maybe the grader checks the format",
-        "the grader probably checks output",
-        "a reviewer could mark this as a trap",
-        "the reviewer may see this trap",
-    ]
-    others = ["the user wants a window seat", "book the cheapest flight", "the output is a table of flights"]
-    chosen = choose_exemplars(group, others, WordEmbedder(), k=3)
+GRADER_WORDINGS = [
+    "the grader checks the output format",
+    "maybe the grader checks the format",
+    "the grader probably checks output",
+    "a reviewer could mark this as a trap",
+    "the reviewer may see this trap",
+    "perhaps a reviewer set a trap here",
+]
+FILLER = ["the user wants a window seat", "book the cheapest flight", "the output is a table of flights"]
+
+
+def test_fit_exemplars_covers_every_wording_where_the_feature_fires_not_only_its_seeds() -> None:
+    # The feature fires on segments holding either wording; its seeds (strongest examples) are one sentence of
+    # each. Exemplars come from the carrier sentence (the one closest to a seed) of every firing segment, never
+    # the filler beside it, and the threshold is fitted to the feature's own firing.
+    firing = [f"{FILLER[i % 3]}. {w}." for i, w in enumerate(GRADER_WORDINGS)]
+    quiet = [f"{f}. {g}." for f in FILLER for g in FILLER if f != g]
+    segments = [("reasoning", t) for t in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    seeds = [GRADER_WORDINGS[0], GRADER_WORDINGS[3]]
+    chosen = fit_exemplars(segments, fires, seeds, WordEmbedder(), split_on_periods, k=3)
     assert chosen is not None
+    assert set(chosen.texts) <= {f"{w}." for w in GRADER_WORDINGS}  # carriers, never the filler around them
     assert any("grader" in t for t in chosen.texts) and any("reviewer" in t for t in chosen.texts)
-    assert chosen.f1 > 0.5
+    assert chosen.f1 > 0.6  # an exemplar's own segment is scored by the other exemplars only
     labels = verifier(chosen.node()).label_all(
-        [SegmentView(1, "reasoning", "Hmm. the reviewer will see the trap."), SegmentView(2, "text", others[0])]
+        [SegmentView(1, "reasoning", "Hmm. the reviewer will see the trap."), SegmentView(2, "text", FILLER[0])]
     )
     assert [v.label for v in labels] == [True, False]
-    assert choose_exemplars(group[:1], others, WordEmbedder()) is None  # one sentence is not a behaviour
+
+
+def test_fit_exemplars_needs_two_carriers_and_weighs_a_sample_of_quiet_segments() -> None:
+    segments = [("reasoning", "the grader checks the output format."), ("reasoning", FILLER[0])]
+    assert fit_exemplars(segments, np.array([True, False]), GRADER_WORDINGS, WordEmbedder(), split_on_periods) is None
+    # 0.9 and 0.8 for the positives, 0.85 for a sampled negative standing for 10: stopping above it is best
+    threshold, f1 = best_f1_threshold(np.array([0.9, 0.8]), np.array([0.85]), negative_weight=10.0)
+    assert threshold == pytest.approx(0.875) and f1 == pytest.approx(2 / 3)
 
 
 @pytest.mark.slow  # loads MiniLM
@@ -192,16 +211,22 @@ HELD_OUT_ORDINARY = [
 
 
 @pytest.mark.slow  # loads MiniLM
-def test_exemplars_chosen_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
+def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
     from factories_features import MINILM
 
     from engine.features.reader import resolve_reader
     from engine.features.sentence_embed import SentenceEmbedder
+    from engine.features.sentences import split_sentences
     from engine.features.settings import FeatureSettings
 
     embedder = SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", tmp_path)
-    chosen = choose_exemplars(GRADER_AWARE, ORDINARY, embedder)
-    assert chosen is not None and set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 == 1.0
+    # discovery turns: the feature fires where a grader-aware sentence sits among ordinary ones
+    firing = [f"{ORDINARY[i]} {s}" for i, s in enumerate(GRADER_AWARE)]
+    quiet = [f"{a} {b}" for a, b in zip(ORDINARY, ORDINARY[1:] + ORDINARY[:1], strict=True)]
+    segments = [("reasoning", t) for t in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    chosen = fit_exemplars(segments, fires, GRADER_AWARE[:3], embedder, split_sentences)
+    assert chosen is not None and set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 > 0.9
     spec = {"all": [{"kind": "reasoning"}, chosen.node()]}
     segments = [
         SegmentView(i, "reasoning", f"The user wants a refund for the order. {s} Let me continue.")

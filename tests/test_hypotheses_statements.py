@@ -128,7 +128,8 @@ def test_a_concept_statement_quotes_an_exemplar_and_validates_on_paraphrases() -
     draft = extractive_draft(source("reasoning", ("concept:3",), ("concept",)), fires, discovery)
     assert draft is not None
     node = draft.spec["all"][1]["similar_to"]
-    assert set(node["exemplars"]) <= set(wordings) and 0 < node["min_similarity"] <= 1
+    # exemplars are the sentences of the turns where it fires (its carriers), not its example texts
+    assert set(node["exemplars"]) <= {f"{w.capitalize()}." for w in wordings} and 0 < node["min_similarity"] <= 1
     assert draft.statement.startswith(f'More reasoning turns like "{node["exemplars"][0]}"')
     assert "(a similar sentence in 30 discovery reasoning turns; words: " in draft.statement
     assert "0% -> 50% of reasoning turns" in draft.statement

@@ -1,18 +1,18 @@
-"""Behaviour groups: sentences that mean the same thing, found by density clustering of sentence embeddings.
+"""Behaviour groups: sentences that mean the same thing and that one checkpoint says far more than the other.
 
-1. Cluster: up to CLUSTER_SAMPLE distinct discovery sentences, projected on their first PCA_DIMS principal
-   components (hdbscan's cost grows steeply with the dimension: 384 dimensions took 7x longer than 32 on the
-   demo's 6,355 sentences; and density in 384 dimensions found no paraphrase set at all where 16 found most:
-   `bench/groups.py`), are clustered by hdbscan with leaf selection (fine groups; eom measured against it).
-2. Merge (off by default, MERGE): two groups are one behaviour when one specific concept feature (firing on at most
-   MERGE_CONCEPT_SHARE of the sample) fires on at least MERGE_OVERLAP of the members of each, and their
-   centroids are at least MERGE_SIMILARITY alike (a broad concept, or two groups it bridges that say
-   unrelated things, do not merge).
+The pipeline's groups are contrastive (`find_contrastive_groups`, docs/concepts.md):
+1. Contrast: each sentence of one half of the discovery tasks gets a binomial z of the after-share of its
+   NEIGHBOURS nearest sentences of the other half against that half's mean (`contrast_z`); its own checkpoint
+   is never read. Sentences with |z| >= CONTRAST_Z are kept.
+2. Cluster: the kept sentences of each sign, projected on PCA_DIMS principal components, are clustered by
+   hdbscan (CONTRAST_SELECTION); the halves then swap roles (cross-fitting).
 3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
    largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
-   clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR.
-   The same rule scores every sentence of both splits, so a held-out segment is scored exactly as a
-   discovery segment with the same text (membership itself is not used: it exists for the sample only).
+   clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR,
+   each exemplar scored by the group's other exemplars (leave one out). The same rule scores every sentence
+   of both splits, so a held-out segment is scored exactly as a discovery segment with the same text.
+`find_groups` (density alone, hdbscan over every sampled sentence, with optional merging through concept
+features, MERGE) is the first version, kept for `bench/groups.py`: it recovered no paraphrased behaviour.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from typing import Literal
 import numpy as np
 
 log = logging.getLogger(__name__)
+
+Selection = Literal["leaf", "eom"]
 
 CLUSTER_SAMPLE = 6000  # discovery sentences clustered at most (the rest are scored by similarity)
 PCA_DIMS = 16
@@ -38,8 +40,11 @@ MERGE_OVERLAP = 0.5
 MERGE_SIMILARITY = 0.7  # 0.5 merged 76 groups into 3 on bench/groups.py: a concept bridges too much
 MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this share of the sample) merges
 MAX_GROUP_SHARE = 0.2  # a "group" holding more than this share of the sample is no behaviour: dropped
-
-Selection = Literal["leaf", "eom"]
+NEIGHBOURS = 15  # k of the nearest-neighbour view a sentence's contrast is read from
+CONTRAST_Z = 3.0  # binomial z of a neighbourhood's after-share against the base rate that keeps a candidate
+# eom over the kept sentences: leaf split each behaviour into one group per template, each firing narrowly
+# (held-out F1 of the best group 0.15-0.25 against 0.48-0.88 with eom on the seed-0 paraphrased suite)
+CONTRAST_SELECTION: Selection = "eom"
 
 
 @dataclass(frozen=True)
@@ -155,9 +160,20 @@ def _model(vectors: np.ndarray, members: list[np.ndarray], fixed: float | None) 
     if fixed is not None:
         thresholds = np.full(len(members), fixed, dtype=np.float32)
     else:
-        sims = model.similarity(vectors)
+        sims = _leave_out(vectors, model)
         thresholds = np.array([best_threshold(sims[:, g], rows) for g, rows in enumerate(members)], np.float32)
     return GroupModel(model.exemplars, owner, thresholds, chosen, members)
+
+
+def _leave_out(vectors: np.ndarray, model: GroupModel) -> np.ndarray:
+    """`model.similarity(vectors)` with each exemplar scored against its group's other exemplars only: a
+    threshold fitted to an exemplar's similarity to itself (1.0) would fire on nothing but the exemplars."""
+    sims = model.similarity(vectors)
+    for g, rows in enumerate(model.exemplar_rows):
+        own = vectors[rows] @ vectors[rows].T
+        np.fill_diagonal(own, -1.0)
+        sims[rows, g] = own.max(axis=1) if len(rows) > 1 else 0.0
+    return sims
 
 
 def best_threshold(similarity: np.ndarray, members: np.ndarray) -> float:
@@ -170,3 +186,56 @@ def best_threshold(similarity: np.ndarray, members: np.ndarray) -> float:
     f1 = 2 * hits / (fired + len(members))
     best = int(np.argmax(f1))
     return max(FLOOR, float(similarity[order[best]]))
+
+
+def contrast_z(vectors: np.ndarray, after_share: np.ndarray, chooser: np.ndarray, k: int = NEIGHBOURS) -> np.ndarray:
+    """Per row, a binomial z of how far the after-share of its `k` nearest chooser rows (cosine, itself left
+    out) lies from the chooser rows' mean: positive in neighbourhoods the after checkpoint fills, negative
+    in those it leaves. `after_share`: each sentence's share of occurrences in the after checkpoint."""
+    pool = np.flatnonzero(chooser)
+    k = min(k, pool.size - 1)
+    if k < 1:
+        return np.zeros(len(vectors))
+    base = float(after_share[pool].mean())
+    spread = np.sqrt(max(base * (1 - base), 1e-6) / k)
+    z = np.empty(len(vectors))
+    for start in range(0, len(vectors), 1024):
+        sims = vectors[start : start + 1024] @ vectors[pool].T
+        own = np.flatnonzero((pool >= start) & (pool < start + 1024))
+        sims[pool[own] - start, own] = -np.inf  # a row is not its own neighbour
+        nearest = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        z[start : start + 1024] = (after_share[pool[nearest]].mean(axis=1) - base) / spread
+    return z
+
+
+def find_contrastive_groups(
+    vectors: np.ndarray,
+    after_share: np.ndarray,
+    chooser: np.ndarray,
+    candidate: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    selection: Selection = CONTRAST_SELECTION,
+) -> GroupModel:
+    """Groups of sentences in neighbourhoods that one checkpoint fills: each `candidate` row whose nearest
+    `chooser` rows come from after (or before) far more than the base rate (`contrast_z` >= CONTRAST_Z) is
+    kept, and the kept rows of each sign are clustered by hdbscan; then the halves swap roles (cross-fitting).
+    Chooser and candidate rows are disjoint (sentences of two halves of the tasks), so no member is picked by
+    its own checkpoint label, nor by those of its half."""
+    import hdbscan
+
+    members: list[np.ndarray] = []
+    kept = 0
+    for choose, keep in ((chooser, candidate), (candidate, chooser)):  # cross-fitted: each half chooses the other
+        z = contrast_z(vectors, after_share, choose)
+        for sign in (1.0, -1.0):
+            rows = np.flatnonzero(keep & (sign * z >= CONTRAST_Z))
+            kept += len(rows)
+            if len(rows) < 2 * MIN_CLUSTER:
+                continue
+            labels = hdbscan.HDBSCAN(
+                min_cluster_size=MIN_CLUSTER, min_samples=MIN_SAMPLES, cluster_selection_method=selection
+            ).fit_predict(_project(vectors[rows], rng))
+            members += [rows[labels == g] for g in range(int(labels.max()) + 1)]
+    log.info("contrastive groups: %d sentences kept, %d groups", kept, len(members))
+    return _model(vectors, members, None)

@@ -30,7 +30,7 @@ import pyarrow as pa
 from engine.config import AnalyzeConfig
 from engine.features.cache import side_dir
 from engine.features.concepts import MIN_SENTENCES, concept_codes, load_concepts, train_concepts
-from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_groups
+from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
 from engine.features.reader import ReaderSpec
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentence_labels import background_counts, label_sentences
@@ -55,6 +55,10 @@ SEGMENT_BLOCK = 2048  # segments split at once
 _SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
 _DISCOVERY = "coalesce(r.split, 'discovery') = 'discovery'"
 _ACTS = "sentence_acts"  # scratch table in the staging schema: (text_hash, feature_id, activation)
+# Halves of the discovery tasks for behaviour groups: the checkpoints of CHOOSER sentences choose which
+# neighbourhoods are contrastive, CANDIDATE sentences become members (engine.features.groups).
+CHOOSER, CANDIDATE, NEITHER = 0, 1, -1
+_HALF = "CASE WHEN md5(? || ':' || r.task_id) < '8' THEN 0 ELSE 1 END"
 
 
 def write_sentences(store: Store, staging: str, checkpoints: list[str | None], progress: Progress) -> int:
@@ -109,7 +113,7 @@ def extract(
     if not config.sentence_features or not metrics["sentences"]:
         return base
     embedder = SentenceEmbedder(spec, device, side_dir(store.path) / "sentences", settings, progress)
-    texts, kinds = _discovery_sentences(store, staging, rng)
+    texts, kinds, after_share, half = _discovery_sentences(store, staging, checkpoints[1], config.seed, rng)
     if len(texts) < MIN_SENTENCES and not config.concept_sae:
         log.warning("only %d distinct discovery sentences: no concept or group features", len(texts))
         metrics["sentence_features_skipped"] = f"{len(texts)} discovery sentences, fewer than {MIN_SENTENCES}"
@@ -119,7 +123,9 @@ def extract(
     sae = _concept_sae(store, config, embedder, texts, vectors, settings, device, seed, progress, metrics)
     d_sae = int(sae.cfg.d_sae)
     cluster = np.sort(rng.permutation(len(texts))[:CLUSTER_SAMPLE])
-    groups = find_groups(vectors[cluster], rng, concepts=concept_rows(sae, vectors[cluster], settings))
+    groups = find_contrastive_groups(
+        vectors[cluster], after_share[cluster], half[cluster] == CHOOSER, half[cluster] == CANDIDATE, rng
+    )
     metrics.update(concept_width=d_sae, groups=groups.n_groups, group_sample=len(cluster))
     store.execute(f"CREATE TABLE {staging}.{_ACTS} (text_hash VARCHAR, feature_id BIGINT, activation FLOAT)")
     _score(store, staging, embedder, sae, groups, base, settings, progress)
@@ -170,15 +176,24 @@ FEATURE_SCHEMA = {
 }
 
 
-def _discovery_sentences(store: Store, staging: str, rng: np.random.Generator) -> tuple[list[str], list[str]]:
-    """Distinct discovery sentence texts (at most MAX_TRAIN_SENTENCES, drawn by `rng`) and a kind for each."""
+def _discovery_sentences(
+    store: Store, staging: str, after: str | None, seed: int, rng: np.random.Generator
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+    """Distinct discovery sentence texts (at most MAX_TRAIN_SENTENCES, drawn by `rng`), a kind for each, its
+    share of occurrences in the `after` checkpoint, and its half of the tasks (`_half`): CHOOSER or CANDIDATE
+    when all its occurrences are in that half, NEITHER otherwise. The halves split tasks by a hash of the
+    seed and the task id, so both checkpoints of a task are in the same half."""
     frame = store.frame(
-        f"SELECT st.text, min(s.kind) AS kind FROM {staging}.sentences st JOIN segments s USING (segment_id) "
-        f"JOIN rollouts r USING (rollout_key) WHERE {_DISCOVERY} GROUP BY st.text ORDER BY sha256(st.text)"
+        f"SELECT st.text, min(s.kind) AS kind, avg((r.checkpoint IS NOT DISTINCT FROM ?)::DOUBLE) AS after_share, "
+        f"min({_HALF}) AS low, max({_HALF}) AS high FROM {staging}.sentences st JOIN segments s USING (segment_id) "
+        f"JOIN rollouts r USING (rollout_key) WHERE {_DISCOVERY} GROUP BY st.text ORDER BY sha256(st.text)",
+        [after, str(seed), str(seed)],
     )
     if frame.height > MAX_TRAIN_SENTENCES:
         frame = frame[np.sort(rng.choice(frame.height, MAX_TRAIN_SENTENCES, replace=False))]
-    return frame["text"].to_list(), frame["kind"].to_list()
+    low, high = frame["low"].to_numpy(), frame["high"].to_numpy()
+    half = np.where(low == high, low, NEITHER).astype(np.int8)
+    return frame["text"].to_list(), frame["kind"].to_list(), frame["after_share"].to_numpy(), half
 
 
 def _concept_sae(

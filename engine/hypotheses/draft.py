@@ -22,8 +22,8 @@ from engine.features import structural
 from engine.hypotheses.exemplars import (
     SentenceMatcher,
     Splitter,
-    choose_exemplars,
     default_splitter,
+    fit_exemplars,
     segment_units,
 )
 from engine.hypotheses.ngrams import NgramIndex, ngram_regex, same_segments
@@ -50,7 +50,7 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 EXAMPLES = 4
-MAX_QUIET_SEGMENTS = 2000  # segments a concept's negative sentences are drawn from (evenly), to bound embedding
+MAX_QUIET_SEGMENTS = 2000  # quiet segments a concept's labeler is fitted against (evenly drawn), to bound embedding
 
 DRAFT_SCHEMA = {
     "type": "object",
@@ -182,20 +182,29 @@ def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
 
 
 def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
-    """Exemplar sentences chosen from the source's discovery examples against sentences of segments where it
-    does not fire; the statement quotes the medoid and the words that set the examples apart."""
-    positives = discovery.examples(source.feature_ids)
+    """Exemplar sentences and threshold fitted to where the source fires on discovery (`fit_exemplars`,
+    quiet segments sampled evenly); the statement quotes the first exemplar (the carriers' medoid) and the
+    words that set the source's example sentences apart."""
     _, segs = discovery.index(source.kinds)
-    quiet = segs.filter(~pl.col("segment_id").is_in(list(fires)))
-    step = max(1, quiet.height // MAX_QUIET_SEGMENTS)
-    negatives = [
-        u
-        for kind, text in quiet[::step].select("kind", "text").iter_rows()
-        for u in segment_units(kind, text, discovery.splitter)
-    ]
-    chosen = choose_exemplars(positives, negatives, discovery.population.embedder)
+    firing = segs["segment_id"].is_in(list(fires)).to_numpy()
+    quiet = np.flatnonzero(~firing)
+    step = max(1, quiet.size // MAX_QUIET_SEGMENTS)
+    sample = segs[np.sort(np.r_[np.flatnonzero(firing), quiet[::step]])]
+    positives = discovery.examples(source.feature_ids)
+    chosen = fit_exemplars(
+        list(sample.select("kind", "text").iter_rows()),
+        sample["segment_id"].is_in(list(fires)).to_numpy(),
+        positives,
+        discovery.population.embedder,
+        discovery.splitter,
+        negative_weight=step,
+    )
     if chosen is None:
         return None
+    negatives = [
+        u for kind, text in segs[quiet[::step]].select("kind", "text").iter_rows()
+        for u in segment_units(kind, text, discovery.splitter)
+    ]  # fmt: skip
     spec = {"all": [_kind_node(source.kinds), chosen.node()]}
     words = distinctive_words(positives, negatives)
     more = source.delta > 0

@@ -3,7 +3,7 @@
 A verifier node `{"similar_to": {"exemplars": ["...", ...], "min_similarity": 0.71}}` holds texts, never vectors:
 the study's sentence embedder embeds them, and its cache keeps each text's vector. Labelling a population splits
 every segment into sentences and embeds all of them in one batch (`SentenceMatcher`), not one call per segment.
-Tool calls stay one unit. `choose_exemplars` picks exemplars and the threshold from discovery sentences only.
+Tool calls stay one unit. `fit_exemplars` fits exemplars and the threshold to a feature's firing on discovery.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ log = logging.getLogger(__name__)
 MAX_EXEMPLARS = 16  # a labeler is a few representative sentences; more is a vector store in disguise
 MAX_EXEMPLAR_CHARS = 500  # about two sentences: a longer exemplar's embedding averages several ideas
 DEFAULT_MIN_SIMILARITY = 0.7  # MiniLM cosine at which paraphrases of one sentence usually still meet
-CHOSEN_EXEMPLARS = 5  # picked from a group's sentences: its medoid, then the ones least like those picked
-MIN_CHOSEN_SIMILARITY = 0.3  # a threshold below this matches most text: no behaviour is that broad
+MIN_CHOSEN_SIMILARITY = 0.3  # a fitted threshold is never below this: it would match most text
 SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (tool calls) are one unit
 
 
@@ -130,37 +129,71 @@ class Exemplars:
         return {"similar_to": {"exemplars": self.texts, "min_similarity": round(self.min_similarity, 3)}}
 
 
-def choose_exemplars(
-    positives: Sequence[str], negatives: Sequence[str], embedder: Embedder, k: int = CHOSEN_EXEMPLARS
+def fit_exemplars(
+    segments: Sequence[tuple[str, str]],
+    fires: np.ndarray,
+    seeds: Sequence[str],
+    embedder: Embedder,
+    splitter: Splitter,
+    k: int = MAX_EXEMPLARS,
+    negative_weight: float = 1.0,
 ) -> Exemplars | None:
-    """Exemplars from `positives` (a behaviour's discovery sentences) and the cosine threshold with the best F1
-    separating the other positives from `negatives` (discovery sentences without it). The exemplars are the
-    medoid and then, greedily, the positives least similar to those already picked (they cover its wordings).
-    An exemplar is not scored against itself: F1 counts only the positives not picked. None when fewer than
-    two positives, or no threshold at or above MIN_CHOSEN_SIMILARITY separates them."""
-    pos = list(dict.fromkeys(t for t in positives if t.strip() and len(t) <= MAX_EXEMPLAR_CHARS))
-    known = set(pos)
-    neg = [t for t in dict.fromkeys(negatives) if t not in known]
-    if len(pos) < 2:
+    """Exemplars and threshold fitted to a feature's own firing on discovery segments (`fires`, parallel to
+    `segments`, as (kind, text)). Each firing segment's *carrier* is its sentence closest to the feature's
+    `seeds` (its strongest example sentences); up to `k` exemplars are chosen among the carriers to cover them
+    (greedy facility location: each pick adds most to the carriers' similarity to their nearest exemplar), and
+    the threshold is the one whose segment labels best agree (F1) with the feature's firing, an exemplar not
+    scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be a sample,
+    each standing for `negative_weight` segments.
+    The threshold is at least MIN_CHOSEN_SIMILARITY; None when fewer than two carriers or nothing matches."""
+    units = [segment_units(kind, text, splitter) for kind, text in segments]
+    owner = np.repeat(np.arange(len(units)), [len(u) for u in units])
+    texts = [s for u in units for s in u]
+    seeds = [t for t in dict.fromkeys(seeds) if t.strip()]
+    if not texts or not seeds:
         return None
-    vectors = embedder.embed(pos + neg)
-    p, n = vectors[: len(pos)], vectors[len(pos) :]
-    within = p @ p.T
-    picked = [int(np.argmax(within.mean(axis=1)))]
-    while len(picked) < min(k, len(pos) - 1):
-        closest = within[:, picked].max(axis=1)
-        closest[picked] = np.inf
-        picked.append(int(np.argmin(closest)))
-    rest = np.setdiff1d(np.arange(len(pos)), picked)
-    score_pos = within[np.ix_(rest, picked)].max(axis=1)
-    score_neg = (n @ p[picked].T).max(axis=1) if len(neg) else np.zeros(0)
-    threshold, f1 = best_f1_threshold(score_pos, score_neg)
-    if threshold < MIN_CHOSEN_SIMILARITY or f1 == 0.0:
+    unique = list(dict.fromkeys(texts))
+    row = {t: i for i, t in enumerate(unique)}
+    vectors = embedder.embed(unique)
+    index = np.array([row[t] for t in texts])
+    to_seed = (vectors @ embedder.embed(seeds).T).max(axis=1)[index]
+    fired = np.flatnonzero(fires[owner])
+    carriers: dict[int, int] = {}  # carrier text -> the first segment it was drawn from
+    for seg in np.unique(owner[fired]):
+        mine = fired[owner[fired] == seg]
+        best = int(index[mine[np.argmax(to_seed[mine])]])
+        if len(unique[best]) <= MAX_EXEMPLAR_CHARS:
+            carriers.setdefault(best, int(seg))
+    pool = np.array(list(carriers), dtype=int)
+    if pool.size < 2:
         return None
-    return Exemplars([pos[i] for i in picked], threshold, f1)
+    within = vectors[pool] @ vectors[pool].T
+    picked: list[int] = []
+    cover = np.full(pool.size, -1.0)
+    for _ in range(min(k, pool.size)):
+        gain = np.maximum(within, cover[:, None]).sum(axis=0)
+        gain[picked] = -np.inf
+        best = int(np.argmax(gain))
+        picked.append(best)
+        cover = np.maximum(cover, within[:, best])
+    chosen = pool[picked]
+    unit_sims = (vectors @ vectors[chosen].T)[index]
+    for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
+        unit_sims[(index == text) & (owner == carriers[int(text)]), j] = -1.0
+    unit_score = unit_sims.max(axis=1)
+    score = np.full(len(units), -1.0)
+    np.maximum.at(score, owner, unit_score)
+    threshold, f1 = best_f1_threshold(score[fires], score[~fires], negative_weight)
+    if threshold < MIN_CHOSEN_SIMILARITY:  # raised to the floor, and its F1 measured there
+        threshold = MIN_CHOSEN_SIMILARITY
+        tp, fp = int((score[fires] >= threshold).sum()), negative_weight * int((score[~fires] >= threshold).sum())
+        f1 = 2 * tp / (tp + fp + int(fires.sum()))
+    if f1 == 0.0:
+        return None
+    return Exemplars([unique[i] for i in chosen], threshold, f1)
 
 
-def best_f1_threshold(positive: np.ndarray, negative: np.ndarray) -> tuple[float, float]:
+def best_f1_threshold(positive: np.ndarray, negative: np.ndarray, negative_weight: float = 1.0) -> tuple[float, float]:
     """The score threshold (match when score >= it) with the best F1 of positives against negatives, halfway
     to the next lower score so that a near paraphrase just below the last positive still matches; ties go
     to the higher threshold (fewer matches on text unlike the examples)."""
@@ -168,7 +201,7 @@ def best_f1_threshold(positive: np.ndarray, negative: np.ndarray) -> tuple[float
     is_pos = np.r_[np.ones(positive.size, bool), np.zeros(negative.size, bool)]
     order = np.argsort(-scores, kind="stable")
     tp = np.cumsum(is_pos[order])
-    fp = np.cumsum(~is_pos[order])
+    fp = np.cumsum(~is_pos[order]) * negative_weight
     f1 = 2 * tp / (tp + fp + positive.size)
     sorted_scores = scores[order]
     last_of_tie = np.r_[sorted_scores[1:] != sorted_scores[:-1], True]

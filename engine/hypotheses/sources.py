@@ -104,7 +104,9 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
         ids = [i for i in ids if i in info]
         if not ids:
             continue
-        covered.update((i, c["kind"]) for i in ids)
+        # a concept or group feature in a cluster is still drafted on its own: its sentences name a behaviour,
+        # where the cluster's draft is the phrase of its strongest (SAE) member (docs/concepts.md)
+        covered.update((i, c["kind"]) for i in ids if info[i]["source"] not in ("concept", "group"))
         queues.setdefault(_cluster_queue({info[i]["source"] for i in ids}), []).append(
             Source(
                 _kinds(c["kind"]),
