@@ -28,9 +28,10 @@ import polars as pl
 from scipy import stats
 
 from engine.errors import InputError
-from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, study_config, tested_split
+from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
+from engine.study import last_config
 
 # Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
 # variance estimate at all.
@@ -155,7 +156,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
         raise InputError(
             f"hypothesis {hypothesis_id} has no hand labels of {SPLIT_NAMES[split]} segments yet: label some first"
         )
-    config = study_config(store)
+    config = last_config(store)
     labelled = store.frame(
         "SELECT l.segment_id, l.label, l.weight, r.checkpoint, r.task_id FROM hypothesis_labels l JOIN segments s "
         "USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
@@ -205,7 +206,7 @@ def _label_missing(
     store: Store, row: pl.DataFrame, missing: pl.DataFrame, before: str, after: str, llm: str | None
 ) -> pl.DataFrame:
     """The labeler's verdicts on hand-labelled segments it did not label, with their checkpoint and task."""
-    config = study_config(store)
+    config = last_config(store)
     if llm:
         config = replace(config, llm=llm)
     segments = store.frame(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import fields, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress, Progress
 from engine.store import Store, writes
+from engine.study import last_config, stream
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +41,6 @@ def tested_split(provenance: str | dict[str, Any] | None) -> str:
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-def study_config(store: Store) -> AnalyzeConfig:
-    """The configuration of the last finished hypotheses stage (checkpoints, seed, fdr, llm), else defaults."""
-    raw = store.scalar(
-        "SELECT config FROM runs WHERE stage = ? AND status = 'done' ORDER BY finished_at DESC LIMIT 1", [STAGE]
-    )
-    known = {f.name for f in fields(AnalyzeConfig)}
-    config = AnalyzeConfig(**{k: v for k, v in json.loads(raw).items() if k in known}) if raw else AnalyzeConfig()
-    from engine.pipeline import resolve_checkpoints
-
-    return resolve_checkpoints(store, config)
 
 
 def open_session(store: Store, config: AnalyzeConfig) -> LLMSession | None:
@@ -261,7 +250,7 @@ def test_hypothesis(
     row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
     if row.height == 0:
         raise InputError(f"no hypothesis with id {hypothesis_id}")
-    config = study_config(store)
+    config = last_config(store)
     labeler, spec = row["labeler"][0], json.loads(row["spec"][0])
     session = None
     if labeler == "judge":
@@ -271,7 +260,7 @@ def test_hypothesis(
     with (progress or NullProgress()).track(f"testing hypothesis {hypothesis_id}", 3) as advance:
         population = load_population(store, config.before, config.after, split)
         advance(status=f"labelling held-out segments with the {labeler}")
-        rng = np.random.default_rng([config.seed, hypothesis_id])
+        rng = stream(config.seed, "hypothesis_test", hypothesis_id)
         try:
             labels = label(population, labeler, spec, session, rng, budget or Budget())
         except LabelerTooSlow as exc:
@@ -286,7 +275,7 @@ def test_hypothesis(
             store.execute(
                 "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
             )
-            results = revalidate(store, {split: population}, config, np.random.default_rng(config.seed))
+            results = revalidate(store, {split: population}, config, stream(config.seed, "revalidation"))
         advance(status="done")
     return next(v for v in results if v.hypothesis_id == hypothesis_id)
 

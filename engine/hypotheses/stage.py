@@ -42,6 +42,7 @@ from engine.llm.session import LLMSession
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.store import Store
+from engine.study import stream
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                     replace_labels(store, hypothesis_id, labels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
-            results = revalidate(store, populations, config, np.random.default_rng([config.seed, 5]))
+            results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
         for hypothesis_id, reason in slow.items():
             record_too_slow(store, hypothesis_id, reason)
         statuses = [v.status for v in results]
