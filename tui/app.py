@@ -109,9 +109,7 @@ class RldiffApp(JobRunner):
 
                 with self.session.cursor() as cur:
                     compared = queries.compared_checkpoints(cur)
-                    names = [
-                        r[0] for r in cur.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()
-                    ]
+                    names = queries.checkpoint_names(cur)
                 self.call_from_thread(self._store_opened, compared, names)
             self.post_message(StoreStatusChanged(status))
 

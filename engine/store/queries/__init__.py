@@ -1,0 +1,118 @@
+"""Typed reads over the study store for the TUI, the MCP server and the report.
+
+Every function takes a DuckDB connection or cursor first, so it can run in a worker thread on a cursor of its
+own, and returns frozen dataclasses (no polars: the TUI imports this package on its start-up path). One module
+per subject (overview, deltas, features, clusters, hypotheses, rollouts, search; `base` holds what they share);
+what callers use is re-exported here.
+"""
+
+from engine.store.queries.base import Connection
+from engine.store.queries.clusters import ClusterMember, ClusterRow, cluster_members, clusters
+from engine.store.queries.deltas import DeltaFilter, DeltaPage, DeltaRow, delta_page
+from engine.store.queries.features import (
+    SENTENCE_SOURCES,
+    SENTENCES_SHOWN,
+    FeatureDelta,
+    FeatureDetail,
+    FeatureExample,
+    SegmentActivation,
+    SentenceFeature,
+    TaskDelta,
+    example_sentence,
+    feature_detail,
+    ngram_list,
+    segment_activations,
+    sentence_features,
+)
+from engine.store.queries.hypotheses import (
+    DECISIONS,
+    HYPOTHESIS_STATUSES,
+    HypothesisExample,
+    HypothesisRow,
+    LabelCandidate,
+    hypotheses,
+    hypothesis,
+    hypothesis_examples,
+    label_candidates,
+    top_findings,
+)
+from engine.store.queries.overview import (
+    AnalysisCounts,
+    CheckpointSummary,
+    StageStatus,
+    StudySummary,
+    analysis_counts,
+    checkpoint_names,
+    checkpoint_summaries,
+    compared_checkpoints,
+    stage_statuses,
+    study_summary,
+)
+from engine.store.queries.rollouts import (
+    MessageRow,
+    RolloutPage,
+    RolloutRow,
+    SegmentRow,
+    Transcript,
+    counterpart_rollouts,
+    rollout_page,
+    segment_location,
+    transcript,
+)
+from engine.store.queries.search import SearchHit, search
+
+__all__ = [
+    "AnalysisCounts",
+    "CheckpointSummary",
+    "ClusterMember",
+    "ClusterRow",
+    "Connection",
+    "DECISIONS",
+    "DeltaFilter",
+    "DeltaPage",
+    "DeltaRow",
+    "FeatureDelta",
+    "FeatureDetail",
+    "FeatureExample",
+    "HYPOTHESIS_STATUSES",
+    "HypothesisExample",
+    "HypothesisRow",
+    "LabelCandidate",
+    "MessageRow",
+    "RolloutPage",
+    "RolloutRow",
+    "SENTENCES_SHOWN",
+    "SENTENCE_SOURCES",
+    "SearchHit",
+    "SegmentActivation",
+    "SegmentRow",
+    "SentenceFeature",
+    "StageStatus",
+    "StudySummary",
+    "TaskDelta",
+    "Transcript",
+    "analysis_counts",
+    "checkpoint_summaries",
+    "cluster_members",
+    "clusters",
+    "checkpoint_names",
+    "compared_checkpoints",
+    "counterpart_rollouts",
+    "delta_page",
+    "example_sentence",
+    "feature_detail",
+    "hypotheses",
+    "hypothesis",
+    "hypothesis_examples",
+    "label_candidates",
+    "ngram_list",
+    "rollout_page",
+    "search",
+    "segment_activations",
+    "segment_location",
+    "sentence_features",
+    "stage_statuses",
+    "study_summary",
+    "top_findings",
+    "transcript",
+]

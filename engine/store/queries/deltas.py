@@ -1,0 +1,106 @@
+"""The deltas table: filtered, sorted, a page at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.kinds import DeltaKind, DeltaSort, Direction, Source
+from engine.store.queries.base import Connection, fetch_dicts
+
+
+@dataclass(frozen=True)
+class DeltaFilter:
+    """What the deltas table shows. `max_q = None` with `tested_only = False` shows untested rows too."""
+
+    kind: DeltaKind | None = None
+    direction: Direction | None = None
+    source: Source | None = None
+    max_q: float | None = None
+    tested_only: bool = True
+    search: str = ""
+    sort: DeltaSort = "q"
+
+
+@dataclass(frozen=True)
+class DeltaRow:
+    feature_id: int
+    name: str
+    label: str
+    source: str
+    kind: str
+    prevalence_before: float | None
+    prevalence_after: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    q_value: float | None
+    tested: bool
+    family: str | None = None  # testing family (BH within it): engine.kinds.FAMILIES
+
+
+@dataclass(frozen=True)
+class DeltaPage:
+    rows: list[DeltaRow]
+    offset: int
+    total: int
+
+
+DELTA_COLUMNS = (
+    "d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
+    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested, d.family"
+)
+
+
+_DELTA_ORDER = {
+    "abs_delta": "abs(d.delta) DESC NULLS LAST",
+    "increase": "d.delta DESC NULLS LAST",
+    "decrease": "d.delta ASC NULLS LAST",
+    "q": "d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST",
+    "label": "f.label ASC",
+}
+
+
+def delta_row(r: dict[str, Any]) -> DeltaRow:
+    return DeltaRow(**{**r, "tested": bool(r["tested"])})
+
+
+def _delta_where(flt: DeltaFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    if flt.kind:
+        clauses.append("d.kind = ?")
+        params.append(flt.kind)
+    if flt.direction == "increase":
+        clauses.append("d.delta > 0")
+    elif flt.direction == "decrease":
+        clauses.append("d.delta < 0")
+    if flt.source:
+        clauses.append("f.source = ?")
+        params.append(flt.source)
+    if flt.max_q is not None:
+        clauses.append("d.q_value <= ?")
+        params.append(flt.max_q)
+    if flt.tested_only:
+        clauses.append("d.tested")
+    if flt.search:
+        clauses.append("(f.label ILIKE ? OR f.name ILIKE ?)")
+        pattern = f"%{flt.search}%"
+        params += [pattern, pattern]
+    return " AND ".join(clauses), params
+
+
+def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 200) -> DeltaPage:
+    """One page of the ranked deltas table and the number of rows the filter matches."""
+    if flt.sort not in _DELTA_ORDER:
+        raise ValueError(f"unknown sort {flt.sort!r}; one of {', '.join(_DELTA_ORDER)}")
+    where, params = _delta_where(flt)
+    base = f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE {where}"
+    total = int(con.execute(f"SELECT count(*) {base}", params).fetchone()[0])
+    rows = fetch_dicts(
+        con,
+        f"SELECT {DELTA_COLUMNS} {base} ORDER BY {_DELTA_ORDER[flt.sort]}, d.feature_id, d.kind LIMIT ? OFFSET ?",
+        [*params, limit, offset],
+    )
+    return DeltaPage(rows=[delta_row(r) for r in rows], offset=offset, total=total)

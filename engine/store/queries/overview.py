@@ -1,0 +1,229 @@
+"""The study at a glance: checkpoints, stages, counts, the analysis's progress."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.store.queries.base import Connection, fetch_dicts, json_value
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """One checkpoint's size and success rate (mean reward with a task-clustered 95% CI)."""
+
+    checkpoint: str
+    n_tasks: int
+    n_rollouts: int
+    segments_by_kind: dict[str, int]
+    mean_reward: float | None
+    reward_ci: tuple[float, float] | None
+    n_rewarded: int
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """The latest run of one pipeline stage."""
+
+    stage: str
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    checkpoints: list[CheckpointSummary]
+    before: str | None
+    after: str | None
+    n_tasks: int
+    n_features: int
+    n_hypotheses: int
+    stages: list[StageStatus]
+    n_shared_tasks: int = 0  # tasks with rollouts in every checkpoint
+    split_mode: str | None = None  # engine.split: 'task' | 'environment' | 'rollout' | 'none'; None before
+    split_warning: str | None = None
+
+    @property
+    def stale(self) -> list[str]:
+        """Stages whose results were computed from an earlier stage's previous output (e.g. features
+        re-computed, then the analysis stopped): readers say so rather than show them as current."""
+        return [s.stage for s in self.stages if s.status == "stale"]
+
+    @property
+    def exploratory(self) -> list[dict[str, Any]]:
+        """The deltas stage's whole-study ranking (small studies only), each row marked exploratory."""
+        deltas = next((s for s in self.stages if s.stage == "deltas"), None)
+        return list(deltas.metrics.get("exploratory") or []) if deltas else []
+
+    def small_study_notice(self) -> str:
+        """A sentence for readers when too few tasks are shared to split by task (engine.split), else ''."""
+        if self.split_mode != "rollout":
+            return ""
+        return (
+            f"Small study: {self.split_warning or 'rollouts are split within task'}. Rankings over the whole "
+            "study are exploratory, never validated; a hypothesis is confirmed only on the fold of rollouts it "
+            "was not drafted on"
+        )
+
+    def stale_notice(self, store: str = "STORE") -> str:
+        """A sentence for readers when some results are stale, else ''."""
+        if not self.stale:
+            return ""
+        return (
+            f"{', '.join(self.stale)} predate the current features (their tables were cleared or are out of "
+            f"date); run `rldiff analyze {store}` to bring them up to date"
+        )
+
+
+def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
+    """The (before, after) pair of the latest finished analysis, else the first two checkpoints ingested."""
+    row = con.execute(
+        "SELECT json_extract_string(config, '$.before'), json_extract_string(config, '$.after') FROM runs "
+        "WHERE status = 'done' AND json_extract_string(config, '$.before') IS NOT NULL "
+        "ORDER BY finished_at DESC LIMIT 1"
+    ).fetchone()
+    if row and row[0] and row[1]:
+        return row[0], row[1]
+    names = checkpoint_names(con)
+    return (names[0] if names else None), (names[1] if len(names) > 1 else None)
+
+
+def checkpoint_names(con: Connection) -> list[str]:
+    """Every checkpoint, in ingest order."""
+    return [r[0] for r in con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
+
+
+def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
+    """Every checkpoint with its counts and success rate (the CI `rldiff info` prints), in ingest order."""
+    import numpy as np
+
+    from engine.stats.intervals import clustered_mean_ci
+
+    rewards: dict[str, tuple[list[str], list[float]]] = {}
+    for checkpoint, task_id, reward in con.execute(
+        "SELECT checkpoint, task_id, reward FROM rollouts WHERE reward IS NOT NULL"
+    ).fetchall():
+        tasks, values = rewards.setdefault(checkpoint, ([], []))
+        tasks.append(task_id)
+        values.append(float(reward))
+    kinds: dict[str, dict[str, int]] = {}
+    for checkpoint, kind, n in con.execute(
+        "SELECT r.checkpoint, s.kind, count(*) FROM segments s JOIN rollouts r USING (rollout_key) "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall():
+        kinds.setdefault(checkpoint, {})[kind] = int(n)
+    out = []
+    for checkpoint, n_tasks, n_rollouts in con.execute(
+        "SELECT c.checkpoint, count(DISTINCT r.task_id), count(r.rollout_key) FROM checkpoints c "
+        "LEFT JOIN rollouts r USING (checkpoint) GROUP BY c.checkpoint, c.ordinal ORDER BY c.ordinal"
+    ).fetchall():
+        tasks, values = rewards.get(checkpoint, ([], []))
+        mean, ci = None, None
+        if values:
+            reward = clustered_mean_ci(np.array(values), np.array(tasks))
+            mean = reward.mean
+            ci = None if math.isnan(reward.low) else (reward.low, reward.high)
+        out.append(
+            CheckpointSummary(
+                checkpoint=checkpoint,
+                n_tasks=int(n_tasks),
+                n_rollouts=int(n_rollouts),
+                segments_by_kind=kinds.get(checkpoint, {}),
+                mean_reward=mean,
+                reward_ci=ci,
+                n_rewarded=len(values),
+            )
+        )
+    return out
+
+
+def stage_statuses(con: Connection) -> list[StageStatus]:
+    """The latest run of each stage that has run, most recent first."""
+    rows = fetch_dicts(
+        con,
+        "SELECT stage, status, started_at, finished_at, metrics FROM runs "
+        "QUALIFY row_number() OVER (PARTITION BY stage ORDER BY started_at DESC) = 1 ORDER BY started_at",
+    )
+    return [
+        StageStatus(
+            stage=r["stage"],
+            status=r["status"],
+            started_at=r["started_at"],
+            finished_at=r["finished_at"],
+            metrics=json_value(r["metrics"]) or {},
+        )
+        for r in rows
+    ]
+
+
+def study_summary(con: Connection) -> StudySummary:
+    before, after = compared_checkpoints(con)
+    return StudySummary(
+        checkpoints=checkpoint_summaries(con),
+        before=before,
+        after=after,
+        n_tasks=int(con.execute("SELECT count(DISTINCT task_id) FROM rollouts").fetchone()[0]),
+        n_features=int(con.execute("SELECT count(*) FROM features").fetchone()[0]),
+        n_hypotheses=int(con.execute("SELECT count(*) FROM hypotheses").fetchone()[0]),
+        stages=stage_statuses(con),
+        n_shared_tasks=int(
+            con.execute(
+                "SELECT count(*) FROM (SELECT task_id FROM rollouts GROUP BY task_id "
+                "HAVING count(DISTINCT checkpoint) = (SELECT count(*) FROM checkpoints))"
+            ).fetchone()[0]
+        ),
+        split_mode=_meta(con, "split_mode"),
+        split_warning=_meta(con, "split_warning"),
+    )
+
+
+def _meta(con: Connection, key: str) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+    return row[0] if row else None
+
+
+@dataclass(frozen=True)
+class AnalysisCounts:
+    """How far the analysis got and what it found: what an agent needs to decide where to look first."""
+
+    rollouts_by_split: dict[str, int]
+    n_features: int
+    n_deltas_tested: int
+    n_deltas_significant: int
+    n_clusters: int
+    hypotheses_by_status: dict[str, int]
+    decisions: dict[str, int]
+
+
+def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
+    """Rollouts per split ('unsplit' before the split is drawn), features, tested and significant
+    (q <= `fdr`) deltas, clusters, hypotheses per status and the user's decisions ('undecided' for none)."""
+    splits = {
+        str(split or "unsplit"): int(n)
+        for split, n in con.execute("SELECT split, count(*) FROM rollouts GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    tested, significant = con.execute(
+        "SELECT count(*) FILTER (WHERE tested), count(*) FILTER (WHERE tested AND q_value <= ?) FROM feature_deltas",
+        [fdr],
+    ).fetchall()[0]
+    statuses = {
+        str(s): int(n)
+        for s, n in con.execute("SELECT status, count(*) FROM hypotheses GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    decisions = {
+        str(d or "undecided"): int(n)
+        for d, n in con.execute("SELECT decision, count(*) FROM hypotheses GROUP BY ALL ORDER BY ALL").fetchall()
+    }
+    return AnalysisCounts(
+        rollouts_by_split=splits,
+        n_features=int(con.execute("SELECT count(*) FROM features").fetchall()[0][0]),
+        n_deltas_tested=int(tested),
+        n_deltas_significant=int(significant),
+        n_clusters=int(con.execute("SELECT count(*) FROM clusters").fetchall()[0][0]),
+        hypotheses_by_status=statuses,
+        decisions=decisions,
+    )
