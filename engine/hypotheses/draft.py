@@ -8,6 +8,7 @@ the discovery segments, which is also how near-duplicates are found and merged.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -20,13 +21,14 @@ import polars as pl
 
 from engine.features import structural
 from engine.hypotheses.exemplars import (
+    SENTENCE_KINDS,
     SentenceMatcher,
     Splitter,
     choose_exemplars,
     default_splitter,
     segment_units,
 )
-from engine.hypotheses.ngrams import NgramIndex, mostly_inside, ngram_regex, same_segments, two_proportion_z
+from engine.hypotheses.ngrams import NgramIndex, mostly_inside, ngram_regex, ngrams, same_segments, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
 from engine.hypotheses.statements import (
@@ -96,6 +98,12 @@ class Discovery:
         self.splitter = splitter or default_splitter
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
 
+    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> Discovery:
+        """The same split (its indexes shared) with other example sentences."""
+        other = copy.copy(self)
+        other.examples = examples
+        return other
+
     def index(self, kinds: tuple[str, ...]) -> tuple[NgramIndex, pl.DataFrame]:
         if kinds not in self._indexes:
             segs = self.population.of_kinds(list(kinds))
@@ -158,7 +166,7 @@ def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> D
     if tools and len(tools) == len(source.names):
         spec: dict[str, Any] = {"any": [{"tool_name": t} for t in tools]} if len(tools) > 1 else {"tool_name": tools[0]}
         return _finish(source, discovery, spec, ("tool_call",), lambda rates, _n: f"Calls {_quote(tools)}: {rates}")
-    return _phrase_draft(source, fires, discovery)
+    return _phrase_or_its_sentences(source, fires, discovery)
 
 
 def _finish(
@@ -237,6 +245,35 @@ def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Dra
         lambda rates, n: f"{concept_statement(more, source.kinds, chosen.texts[0], n, words)}: {rates}",
         {"exemplar_f1": chosen.f1, "words": words},
     )
+
+
+def _phrase_or_its_sentences(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+    """A phrase draft, or, when the sentences that carry the phrase label the behaviour better, those
+    sentences as exemplars. A behaviour written many ways surfaces as several narrow phrases ("whoever scores
+    this", "the auto grader"), each a fragment that recurs in a few turns; the sentences around a phrase are
+    its behaviour in one wording, and their exemplar labeler also matches the paraphrases (as for a concept
+    source). Kept only when it separates the discovery checkpoints better (higher z) than the phrase, so a
+    phrase that is the behaviour (a fixed formula) stays a phrase. Text and reasoning only (a tool call is one
+    unit)."""
+    phrase = _phrase_draft(source, fires, discovery)
+    if phrase is None or not set(source.kinds) <= set(SENTENCE_KINDS):
+        return phrase
+    gram = phrase.provenance["phrase"]
+    index, segs = discovery.index(source.kinds)
+    carrying = index.matches({gram})
+    more = carrying & (index.is_after if source.delta > 0 else ~index.is_after)
+    sentences = [
+        unit
+        for kind, text in segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
+        for unit in segment_units(kind, text, discovery.splitter)
+        if gram in ngrams(unit)
+    ]
+    worded = _concept_draft(
+        source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
+    )
+    if worded is None or worded.score <= phrase.score:
+        return phrase
+    return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
 
 
 def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
