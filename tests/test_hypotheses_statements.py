@@ -179,7 +179,7 @@ def test_a_wording_inside_a_behaviour_merges_and_a_distinct_fragment_survives() 
     assert kept[1].provenance["merged"] == [] and kept[1].provenance["side_effects"] == []
 
 
-def test_a_broader_draft_with_a_change_of_its_own_takes_the_narrower_ones_place() -> None:
+def test_a_narrow_draft_that_co_occurs_with_a_broad_one_is_its_provenance() -> None:
     narrow = labelled('More turns like "a trap"', EXEMPLAR, 9.0, reasoning_ids(True, lambda i: i < 10))
     broad = labelled("Expresses uncertainty", {"structural": "hedge"}, 6.0, reasoning_ids(True, lambda i: i < 40))
     [kept] = merge_near_duplicates([narrow, broad], PLAIN_DISCOVERY)

@@ -28,7 +28,7 @@ from engine.hypotheses.exemplars import (
     default_splitter,
     segment_units,
 )
-from engine.hypotheses.ngrams import NgramIndex, mostly_inside, ngram_regex, ngrams, same_segments, two_proportion_z
+from engine.hypotheses.ngrams import NgramIndex, mostly_inside, nearly_equal, ngram_regex, ngrams, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
 from engine.hypotheses.statements import (
@@ -52,6 +52,10 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 EXAMPLES = 4
+# A draft co-occurs with another when the other's positives are this many times more common among its own than
+# overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
+# common property (a length bin holding 80% of turns) can reach at most 1.25.
+MIN_LIFT = 2.0
 MAX_QUIET_SEGMENTS = 2000  # segments a concept's negative sentences are drawn from (evenly), to bound embedding
 
 DRAFT_SCHEMA = {
@@ -138,8 +142,25 @@ class Discovery:
     def explained(self, draft: Draft, segments: frozenset[int]) -> bool:
         """Whether other drafts' discovery positives `segments` explain the draft's change: it separates the
         checkpoints (z >= MIN_Z) neither outside them (its change is where they label) nor among them (it is
-        not a change of its own inside theirs, as fewer apologies inside the many short turns would be)."""
+        not a change of its own inside theirs, as fewer apologies inside the many short turns would be). Only
+        when `segments` leave at least half of each checkpoint's segments of the draft's kinds: setting most of
+        a checkpoint aside removes the evidence, it does not explain the change."""
+        index, _ = self.index(draft.kinds)
+        aside = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments)))
+        for side in (index.is_after, ~index.is_after):
+            if 2 * (aside & side).sum() > side.sum():
+                return False
         return max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) < MIN_Z
+
+    def co_occurs(self, draft: Draft, other: Draft) -> bool:
+        """Whether `other`'s positives are at least MIN_LIFT times more common among the draft's positives
+        than among all discovery segments of its kinds: the two label one behaviour's segments, not merely
+        common ones (most reasoning turns are 10-49 words, so any reasoning behaviour overlaps that bin)."""
+        if not (draft.hits and other.hits and other.kinds):
+            return False
+        index, _ = self.index(other.kinds)
+        share_inside = len(draft.hits & other.hits) / len(draft.hits)
+        return share_inside >= MIN_LIFT * len(other.hits) / max(index.segment_ids.size, 1)
 
     def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
         _, segs = self.index(kinds)
@@ -465,20 +486,20 @@ def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
 
 
 def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Draft]:
-    """One finding per behaviour, decided on discovery labels only. Drafts are taken in order (exemplar
-    drafts first, as a behaviour worded many ways is what a phrase misses; then the strongest) against those
-    kept in the same direction:
+    """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
+    discovery positives), each against the drafts already kept in the same direction:
 
-    - the same labeler, or (judge drafts) nearly the same statement: merged into the kept one;
-    - a draft whose change is *explained* by the kept drafts it overlaps (`Discovery.explained`) and whose
-      positives are (mostly) theirs is a narrower wording of the same behaviour: `merged` into the one it
-      overlaps most;
-    - a draft with a change of its own that holds most of a kept draft's positives, and explains it, is the
-      broader form of that behaviour: it takes the kept draft's place, which becomes its provenance;
-    - otherwise it is kept, however much it overlaps; then `_without_side_effects` drops the kept drafts
-      whose change the others explain."""
+    - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
+    - at least half of its positives inside kept drafts it co-occurs with (`Discovery.co_occurs`), and no change
+      of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
+      most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
+      as it names a behaviour worded many ways);
+    - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
+      (fewer apologies among the many short turns) is a distinct behaviour.
+
+    Then `_without_side_effects` drops the kept drafts whose change the others explain."""
     kept: list[Draft] = []
-    for draft in sorted(drafts, key=lambda d: (not _names_a_behaviour(d), -d.score)):
+    for draft in sorted(drafts, key=lambda d: (-len(d.hits), not _names_a_behaviour(d), -d.score)):
         peers = [k for k in kept if k.direction == draft.direction]
         twin = next(
             (k for k in peers if (k.labeler == draft.labeler and k.spec == draft.spec)
@@ -488,24 +509,26 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
         if twin is not None:
             twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
             continue
-        overlapping = sorted((k for k in peers if k.hits & draft.hits), key=lambda k: -len(k.hits & draft.hits))
-        aside = frozenset().union(*(k.hits for k in overlapping))
-        explained = bool(overlapping) and discovery.explained(draft, aside)
-        main = overlapping[0] if overlapping else None
-        if explained and same_segments(len(main.hits & draft.hits), len(draft.hits), len(main.hits)):
-            main.provenance["merged"].append(_absorbed(draft, "narrower or the same segments"))
+        near = [k for k in peers if discovery.co_occurs(draft, k)]
+        near.sort(key=lambda k: -len(k.hits & draft.hits))
+        within = frozenset().union(*(k.hits for k in near))
+        if near and 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
+            main = near[0]
+            if (
+                _names_a_behaviour(draft)
+                and not _names_a_behaviour(main)
+                and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
+            ):
+                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+            else:
+                main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
             continue
-        # A draft explained by others but labelling other segments waits for `_without_side_effects`.
-        narrower = [
-            k
-            for k in ([] if explained else overlapping)
-            if mostly_inside(len(k.hits & draft.hits), len(k.hits)) and discovery.explained(k, draft.hits)
-        ]
-        absorbed = [entry for k in narrower for entry in (_absorbed(k, "narrower form"), *k.provenance["merged"])]
-        side_effects = [entry for k in narrower for entry in k.provenance["side_effects"]]
-        kept = [k for k in kept if k not in narrower]
-        kept.append(replace(draft, provenance={**draft.provenance, "merged": absorbed, "side_effects": side_effects}))
+        kept.append(_fresh(draft, []))
     return _without_side_effects(kept, discovery)
+
+
+def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
+    return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
 
 
 def _without_side_effects(kept: list[Draft], discovery: Discovery) -> list[Draft]:
