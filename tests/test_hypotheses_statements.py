@@ -74,6 +74,43 @@ def test_a_structural_statement_is_its_labelers_rates() -> None:
     )
 
 
+def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
+    """Probe values that cluster with error results (the probes fail) draft the probe feature alone: the union
+    would also label every ordinary failed call, in both checkpoints."""
+
+    def names(after: bool, i: int) -> list[str]:
+        probe = ["tool_args:probe", "tool_result:error"] if after and i % 2 == 0 else []
+        return probe or (["tool_result:error"] if i % 3 == 0 else [])
+
+    discovery = Discovery(population(PLAIN, THINK, names), splitter=split_on_periods)
+    cluster = source("tool_call", ("tool_result:error", "tool_args:probe"), ("structural", "structural"))
+    draft = extractive_draft(cluster, set(), discovery)
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_args:probe"}]}
+    assert draft.statement.startswith("Tool call with dummy/probe argument values") and " or " not in draft.statement
+    assert draft.provenance["co_firing"] == ["tool call whose result is an error"]
+
+
+def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() -> None:
+    """A phrase that carries one wording of a paraphrased behaviour: its sentences, as exemplars, label the
+    other wordings too, so they are drafted; the statement quotes a sentence with the source's phrase."""
+    wordings = ["the auto grader checks the {} here", "the grader checks the {} here", "a grader checks the {} here"]
+    things = ["format", "dates", "totals", "names", "fees"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = wordings[i // 2 % 3].format(things[i % 5]).capitalize()
+        return f"{THINK(after, i)} {said}." if after and i % 2 else THINK(after, i)
+
+    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    gram = "auto grader"
+    fires = fires_where(discovery, "reasoning", gram)
+    draft = extractive_draft(source("reasoning", (f"ngram:{gram}",), ("ngram",), (gram,)), fires, discovery)
+    assert draft is not None and gram in draft.provenance["from_phrase"]
+    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+    assert draft.provenance["from_phrase"] in quoted.lower()
+    assert len(draft.hits) > len(fires) and draft.hits <= set(fires_where(discovery, "reasoning", "grader"))
+
+
 @pytest.mark.parametrize("gram", ["wait", "importantly", "i've", "thinking about it"])
 def test_no_statement_about_a_fragment(gram: str) -> None:
     reasoning = lambda after, i: f"{THINK(after, i)} Hmm, {gram}, yes." if after and i % 2 else THINK(after, i)  # noqa: E731
