@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -73,6 +74,43 @@ def test_a_structural_statement_is_its_labelers_rates() -> None:
     )
 
 
+def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
+    """Probe values that cluster with error results (the probes fail) draft the probe feature alone: the union
+    would also label every ordinary failed call, in both checkpoints."""
+
+    def names(after: bool, i: int) -> list[str]:
+        probe = ["tool_args:probe", "tool_result:error"] if after and i % 2 == 0 else []
+        return probe or (["tool_result:error"] if i % 3 == 0 else [])
+
+    discovery = Discovery(population(PLAIN, THINK, names), splitter=split_on_periods)
+    cluster = source("tool_call", ("tool_result:error", "tool_args:probe"), ("structural", "structural"))
+    draft = extractive_draft(cluster, set(), discovery)
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_args:probe"}]}
+    assert draft.statement.startswith("Tool call with dummy/probe argument values") and " or " not in draft.statement
+    assert draft.provenance["co_firing"] == ["tool call whose result is an error"]
+
+
+def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() -> None:
+    """A phrase that carries one wording of a paraphrased behaviour: its sentences, as exemplars, label the
+    other wordings too, so they are drafted; the statement quotes a sentence with the source's phrase."""
+    wordings = ["the auto grader checks the {} here", "the grader checks the {} here", "a grader checks the {} here"]
+    things = ["format", "dates", "totals", "names", "fees"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = wordings[i // 2 % 3].format(things[i % 5]).capitalize()
+        return f"{THINK(after, i)} {said}." if after and i % 2 else THINK(after, i)
+
+    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    gram = "auto grader"
+    fires = fires_where(discovery, "reasoning", gram)
+    draft = extractive_draft(source("reasoning", (f"ngram:{gram}",), ("ngram",), (gram,)), fires, discovery)
+    assert draft is not None and gram in draft.provenance["from_phrase"]
+    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+    assert draft.provenance["from_phrase"] in quoted.lower()
+    assert len(draft.hits) > len(fires) and draft.hits <= set(fires_where(discovery, "reasoning", "grader"))
+
+
 @pytest.mark.parametrize("gram", ["wait", "importantly", "i've", "thinking about it"])
 def test_no_statement_about_a_fragment(gram: str) -> None:
     reasoning = lambda after, i: f"{THINK(after, i)} Hmm, {gram}, yes." if after and i % 2 else THINK(after, i)  # noqa: E731
@@ -141,18 +179,64 @@ def test_distinctive_words_set_the_examples_apart() -> None:
     assert distinctive_words(inside, outside)[:2] == ["grader", "trap"]
 
 
-def test_one_finding_per_behaviour_prefers_the_exemplar_draft() -> None:
-    def draft(statement: str, spec: dict, score: float, hits: range) -> Draft:
-        return Draft(statement, "increase", "verifier", spec, "extractive", score, 0.2, {"feature_ids": [1]},
-                     frozenset(hits))  # fmt: skip
+def reasoning_ids(after: bool, keep: Callable[[int], bool]) -> frozenset[int]:
+    """Discovery ids of the reasoning segments (one per rollout) of rollouts i = 0..N-1 of a checkpoint."""
+    return frozenset(3 * (i + N * after) + 1 for i in range(N) if keep(i))
 
-    phrase = draft('More text turns containing "rest assured"', {"regex": "rest assured"}, 9.0, range(0, 20))
-    concept = draft('More text turns like "..."', {"similar_to": {"exemplars": ["x"]}}, 6.0, range(0, 24))
-    other = draft("Calls tool x", {"tool_name": "x"}, 8.0, range(100, 120))
-    kept = merge_near_duplicates([phrase, concept, other])
+
+def labelled(statement: str, spec: dict, score: float, hits: frozenset[int], direction: str = "increase") -> Draft:
+    return Draft(statement, direction, "verifier", spec, "extractive", score, 0.2, {"feature_ids": [1]}, hits,
+                 ("reasoning",))  # fmt: skip
+
+
+EXEMPLAR = {"similar_to": {"exemplars": ["x"]}}
+PLAIN_DISCOVERY = Discovery(population(PLAIN, THINK, lambda a, i: []), splitter=split_on_periods)
+
+
+def test_one_finding_per_behaviour_prefers_the_exemplar_draft() -> None:
+    phrase = labelled(
+        'More turns containing "rest assured"', {"regex": "a"}, 9.0, reasoning_ids(True, lambda i: i < 20)
+    )
+    concept = labelled('More turns like "..."', EXEMPLAR, 6.0, reasoning_ids(True, lambda i: i < 24))
+    other = labelled("Calls tool x", {"tool_name": "x"}, 8.0, reasoning_ids(True, lambda i: i >= 40))
+    kept = merge_near_duplicates([phrase, concept, other], PLAIN_DISCOVERY)
     assert [d.statement for d in kept] == [concept.statement, other.statement]
     assert kept[0].provenance["merged"][0]["statement"] == phrase.statement
     assert np.isfinite(kept[0].score)
+
+
+def test_a_wording_inside_a_behaviour_merges_and_a_distinct_fragment_survives() -> None:
+    """A phrase draft whose discovery positives lie inside a concept's (its change gone once the concept's
+    segments are set aside) is provenance of it; a phrase about other segments, as narrow, is its own finding."""
+    concept = labelled('More turns like "the grader checks"', EXEMPLAR, 5.0, reasoning_ids(True, lambda i: i % 2 == 1))
+    wording = labelled('containing "auto grader"', {"regex": "b"}, 9.0, reasoning_ids(True, lambda i: i % 4 == 1))
+    distinct = labelled('containing "written summary"', {"regex": "c"}, 4.0, reasoning_ids(True, lambda i: i % 4 == 0))
+    kept = merge_near_duplicates([wording, distinct, concept], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [concept.statement, distinct.statement]
+    assert [m["statement"] for m in kept[0].provenance["merged"]] == [wording.statement]
+    assert kept[1].provenance["merged"] == [] and kept[1].provenance["side_effects"] == []
+
+
+def test_a_narrow_draft_that_co_occurs_with_a_broad_one_is_its_provenance() -> None:
+    narrow = labelled('More turns like "a trap"', EXEMPLAR, 9.0, reasoning_ids(True, lambda i: i < 10))
+    broad = labelled("Expresses uncertainty", {"structural": "hedge"}, 6.0, reasoning_ids(True, lambda i: i < 40))
+    [kept] = merge_near_duplicates([narrow, broad], PLAIN_DISCOVERY)
+    assert kept.statement == broad.statement
+    assert [m["statement"] for m in kept.provenance["merged"]] == [narrow.statement]
+
+
+def test_a_change_the_other_findings_explain_is_their_side_effect() -> None:
+    """Half the after turns gained a sentence (the concept) and so left the 10-49 word bin: the length draft's
+    decrease is gone once those turns are set aside, so it is recorded as the concept's side effect, not
+    drafted; a decrease of its own in other segments stays."""
+    concept = labelled('More turns like "re-check"', EXEMPLAR, 5.0, reasoning_ids(True, lambda i: i % 2 == 1))
+    short = reasoning_ids(False, lambda i: True) | reasoning_ids(True, lambda i: i % 2 == 0)
+    length = labelled("Length: 10-49 words", {"structural": "len"}, 7.0, short, "decrease")
+    own = labelled("Apologises", {"structural": "sorry"}, 3.0, reasoning_ids(False, lambda i: i % 2 == 0), "decrease")
+    kept = merge_near_duplicates([length, own, concept], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [concept.statement, own.statement]
+    assert [m["statement"] for m in kept[0].provenance["side_effects"]] == [length.statement]
+    assert PLAIN_DISCOVERY.z_among(length, frozenset(), False) >= 2.0  # it was a change before the concept explained it
 
 
 def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_path) -> None:

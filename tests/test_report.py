@@ -80,3 +80,18 @@ def test_excerpt_centres_the_evidence() -> None:
     assert hit == "sincerely apologize" and before.startswith("...") and after.endswith("...")
     assert before.endswith("x I ") and len(after) == 23
     assert excerpt("short text", "missing") == ("", "", "short text")
+
+
+def test_provenance_names_a_findings_side_effects() -> None:
+    from engine.report.content import provenance_text
+    from engine.store.queries import HypothesisRow
+
+    side = {"statement": "Length: 10-49 words: 90% -> 79% of reasoning turns", "relation": "explained"}
+    row = HypothesisRow(
+        *(1, "More reasoning turns like ...", "increase", "verifier", {}, "validated", "extractive"),
+        *([None] * 14),
+        provenance={"merged": [{"statement": "x"}] * 2, "side_effects": [side]},
+    )
+    text = provenance_text(row)
+    assert "2 narrower or duplicate drafts merged in" in text
+    assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text

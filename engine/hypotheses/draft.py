@@ -8,6 +8,7 @@ the discovery segments, which is also how near-duplicates are found and merged.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import re
@@ -20,13 +21,14 @@ import polars as pl
 
 from engine.features import structural
 from engine.hypotheses.exemplars import (
+    SENTENCE_KINDS,
     SentenceMatcher,
     Splitter,
     default_splitter,
     fit_exemplars,
     segment_units,
 )
-from engine.hypotheses.ngrams import NgramIndex, ngram_regex, same_segments
+from engine.hypotheses.ngrams import NgramIndex, mostly_inside, nearly_equal, ngram_regex, ngrams, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source, ngram_list
 from engine.hypotheses.statements import (
@@ -50,6 +52,10 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 EXAMPLES = 4
+# A draft co-occurs with another when the other's positives are this many times more common among its own than
+# overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
+# common property (a length bin holding 80% of turns) can reach at most 1.25.
+MIN_LIFT = 2.0
 MAX_QUIET_SEGMENTS = 2000  # quiet segments a concept's labeler is fitted against (evenly drawn), to bound embedding
 
 DRAFT_SCHEMA = {
@@ -78,6 +84,7 @@ class Draft:
     discovery_delta: float | None
     provenance: dict[str, Any]
     hits: frozenset[int] = field(default=frozenset())  # discovery segment ids the verifier labels yes
+    kinds: tuple[str, ...] = ()  # the segment kinds `hits` is among (none for a judge draft)
 
 
 class Discovery:
@@ -94,6 +101,12 @@ class Discovery:
         self.examples = examples or (lambda _ids: [])
         self.splitter = splitter or default_splitter
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
+
+    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> Discovery:
+        """The same split (its indexes shared) with other example sentences."""
+        other = copy.copy(self)
+        other.examples = examples
+        return other
 
     def index(self, kinds: tuple[str, ...]) -> tuple[NgramIndex, pl.DataFrame]:
         if kinds not in self._indexes:
@@ -115,6 +128,39 @@ class Discovery:
         a, b = index.is_after, ~index.is_after
         delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
         return hits, float(delta), index.z(hits)
+
+    def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
+        """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)
+        or not in it."""
+        index, _ = self.index(draft.kinds)
+        among = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments))) == inside
+        hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))[among]
+        after = index.is_after[among]
+        z = two_proportion_z(int(hits[after].sum()), int(after.sum()), int(hits[~after].sum()), int((~after).sum()))
+        return z if draft.direction == "increase" else -z
+
+    def explained(self, draft: Draft, segments: frozenset[int]) -> bool:
+        """Whether other drafts' discovery positives `segments` explain the draft's change: it separates the
+        checkpoints (z >= MIN_Z) neither outside them (its change is where they label) nor among them (it is
+        not a change of its own inside theirs, as fewer apologies inside the many short turns would be). Only
+        when `segments` leave at least half of each checkpoint's segments of the draft's kinds: setting most of
+        a checkpoint aside removes the evidence, it does not explain the change."""
+        index, _ = self.index(draft.kinds)
+        aside = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments)))
+        for side in (index.is_after, ~index.is_after):
+            if 2 * (aside & side).sum() > side.sum():
+                return False
+        return max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) < MIN_Z
+
+    def co_occurs(self, draft: Draft, other: Draft) -> bool:
+        """Whether `other`'s positives are at least MIN_LIFT times more common among the draft's positives
+        than among all discovery segments of its kinds: the two label one behaviour's segments, not merely
+        common ones (most reasoning turns are 10-49 words, so any reasoning behaviour overlaps that bin)."""
+        if not (draft.hits and other.hits and other.kinds):
+            return False
+        index, _ = self.index(other.kinds)
+        share_inside = len(draft.hits & other.hits) / len(draft.hits)
+        return share_inside >= MIN_LIFT * len(other.hits) / max(index.segment_ids.size, 1)
 
     def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
         _, segs = self.index(kinds)
@@ -141,7 +187,7 @@ def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> D
     if tools and len(tools) == len(source.names):
         spec: dict[str, Any] = {"any": [{"tool_name": t} for t in tools]} if len(tools) > 1 else {"tool_name": tools[0]}
         return _finish(source, discovery, spec, ("tool_call",), lambda rates, _n: f"Calls {_quote(tools)}: {rates}")
-    return _phrase_draft(source, fires, discovery)
+    return _phrase_or_its_sentences(source, fires, discovery)
 
 
 def _finish(
@@ -169,16 +215,29 @@ def _finish(
         delta,
         {**source.provenance(), "drafter": "extractive", **(extra or {})},
         frozenset(index.segment_ids[hits].tolist()),
+        kinds,
     )
 
 
 def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
-    """A structural source's own features as the labeler; the statement is its rates."""
-    nodes = [{"structural": n} for n in source.names]
-    spec = {"all": [_kind_node(source.kinds), nodes[0] if len(nodes) == 1 else {"any": nodes}]}
-    what = " or ".join(dict.fromkeys(structural.label(n) for n in source.names[:3]))
-    what += f" (+{len(source.names) - 3} more)" if len(source.names) > 3 else ""
-    return _finish(source, discovery, spec, source.kinds, lambda rates, _n: structural_statement(what, rates))
+    """One of the source's structural features as the labeler, the one that best separates the discovery
+    checkpoints; the statement is its rates. A cluster groups features that fire together, but each is a
+    distinct fact: their union (probe values, or an error result, or a retry) labels every call any of them
+    fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. The
+    others are kept in `provenance.co_firing`."""
+    names = source.names
+    drafts = [
+        _finish(
+            source,
+            discovery,
+            {"all": [_kind_node(source.kinds), {"structural": name}]},
+            source.kinds,
+            lambda rates, _n, name=name: structural_statement(structural.label(name), rates),
+            {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
+        )
+        for name in names
+    ]
+    return max((d for d in drafts if d is not None), key=lambda d: d.score, default=None)
 
 
 def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
@@ -216,6 +275,35 @@ def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Dra
         lambda rates, n: f"{concept_statement(more, source.kinds, chosen.texts[0], n, words)}: {rates}",
         {"exemplar_f1": chosen.f1, "words": words},
     )
+
+
+def _phrase_or_its_sentences(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+    """A phrase draft, or, when the sentences that carry the phrase label the behaviour better, those
+    sentences as exemplars. A behaviour written many ways surfaces as several narrow phrases ("whoever scores
+    this", "the auto grader"), each a fragment that recurs in a few turns; the sentences around a phrase are
+    its behaviour in one wording, and their exemplar labeler also matches the paraphrases (as for a concept
+    source). Kept only when it separates the discovery checkpoints better (higher z) than the phrase, so a
+    phrase that is the behaviour (a fixed formula) stays a phrase. Text and reasoning only (a tool call is one
+    unit)."""
+    phrase = _phrase_draft(source, fires, discovery)
+    if phrase is None or not set(source.kinds) <= set(SENTENCE_KINDS):
+        return phrase
+    gram = phrase.provenance["phrase"]
+    index, segs = discovery.index(source.kinds)
+    carrying = index.matches({gram})
+    more = carrying & (index.is_after if source.delta > 0 else ~index.is_after)
+    sentences = [
+        unit
+        for kind, text in segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
+        for unit in segment_units(kind, text, discovery.splitter)
+        if gram in ngrams(unit)
+    ]
+    worded = _concept_draft(
+        source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
+    )
+    if worded is None or worded.score <= phrase.score:
+        return phrase
+    return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
 
 
 def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
@@ -343,6 +431,7 @@ def llm_draft(
                     delta,
                     {**provenance, "judge_question": answer["judge_question"]},
                     frozenset(index.segment_ids[hits].tolist()),
+                    kinds,
                 )
             provenance["verifier_dropped"] = f"did not separate discovery checkpoints (z={z:.1f})"
         except SpecError as exc:
@@ -379,20 +468,15 @@ def draft_all(
         draft = draft or extractive_draft(source, fires(source), discovery)
         if draft is not None:
             drafts.append(draft)
-    return merge_near_duplicates(drafts)
+    return merge_near_duplicates(drafts, discovery)
 
 
 def _words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
 
 
-def _similar(a: Draft, b: Draft) -> bool:
-    if a.direction != b.direction:
-        return False
-    if a.labeler == b.labeler == "verifier" and a.spec == b.spec:
-        return True
-    if a.hits and b.hits:
-        return same_segments(len(a.hits & b.hits), len(a.hits), len(b.hits))
+def _same_statement(a: Draft, b: Draft) -> bool:
+    """Drafts without discovery labels (judge drafts) are the same when their statements share most words."""
     wa, wb = _words(a.statement), _words(b.statement)
     return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.7
 
@@ -401,20 +485,79 @@ def _names_a_behaviour(draft: Draft) -> bool:
     return "similar_to" in json.dumps(draft.spec)
 
 
-def merge_near_duplicates(drafts: list[Draft]) -> list[Draft]:
-    """One finding per behaviour: of each group of drafts that label (nearly) the same discovery segments, or
-    say (nearly) the same thing, keep the one that names a behaviour (a concept or group's exemplars before a
-    phrase, as the same behaviour worded many ways is what a phrase misses), then the strongest; the kept
-    draft's provenance lists what it absorbed."""
+def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
+    return {
+        "statement": draft.statement,
+        "feature_ids": draft.provenance.get("feature_ids"),
+        "spec": draft.spec,
+        "relation": relation,
+    }
+
+
+def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Draft]:
+    """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
+    discovery positives), each against the drafts already kept in the same direction:
+
+    - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
+    - at least half of its positives inside kept drafts it co-occurs with (`Discovery.co_occurs`), and no change
+      of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
+      most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
+      as it names a behaviour worded many ways);
+    - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
+      (fewer apologies among the many short turns) is a distinct behaviour.
+
+    Then `_without_side_effects` drops the kept drafts whose change the others explain."""
     kept: list[Draft] = []
-    for draft in sorted(drafts, key=lambda d: (not _names_a_behaviour(d), -d.score)):
-        twin = next((k for k in kept if _similar(k, draft)), None)
-        if twin is None:
-            kept.append(replace(draft, provenance={**draft.provenance, "merged": []}))
-        else:
-            twin.provenance["merged"].append(
-                {"statement": draft.statement, "feature_ids": draft.provenance.get("feature_ids"), "spec": draft.spec}
-            )
+    for draft in sorted(drafts, key=lambda d: (-len(d.hits), not _names_a_behaviour(d), -d.score)):
+        peers = [k for k in kept if k.direction == draft.direction]
+        twin = next(
+            (k for k in peers if (k.labeler == draft.labeler and k.spec == draft.spec)
+             or (not (k.hits and draft.hits) and _same_statement(k, draft))),
+            None,
+        )  # fmt: skip
+        if twin is not None:
+            twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
+            continue
+        near = [k for k in peers if discovery.co_occurs(draft, k)]
+        near.sort(key=lambda k: -len(k.hits & draft.hits))
+        within = frozenset().union(*(k.hits for k in near))
+        if near and 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
+            main = near[0]
+            if (
+                _names_a_behaviour(draft)
+                and not _names_a_behaviour(main)
+                and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
+            ):
+                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+            else:
+                main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
+            continue
+        kept.append(_fresh(draft, []))
+    return _without_side_effects(kept, discovery)
+
+
+def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
+    return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
+
+
+def _without_side_effects(kept: list[Draft], discovery: Discovery) -> list[Draft]:
+    """Drop the drafts whose change the other kept drafts explain, in either direction (fewer reasoning turns
+    of 10-49 words because others gained a sentence and grew), each recorded as a side effect of the draft
+    whose segments alone explain most of it. The least preferred are tried first, so of two drafts that
+    explain each other the preferred one stays."""
+    kept = list(kept)
+    for draft in reversed(list(kept)):
+        # A draft nested inside this one is a part of it, not an explanation (fewer apologies in short turns).
+        others = [
+            k for k in kept if k is not draft and k.hits and not mostly_inside(len(k.hits & draft.hits), len(k.hits))
+        ]
+        if not draft.hits or not others:
+            continue
+        if not discovery.explained(draft, frozenset().union(*(k.hits for k in others))):
+            continue
+        main = min(others, key=lambda k: discovery.z_among(draft, k.hits, False))
+        main.provenance["side_effects"].append(_absorbed(draft, "change explained by this finding"))
+        kept.remove(draft)
     return kept
 
 

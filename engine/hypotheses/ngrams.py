@@ -43,12 +43,25 @@ def ngram_regex(grams: list[str]) -> str:
     return r"\b(?:" + "|".join(parts) + r")\b"
 
 
+MOSTLY_INSIDE = 0.8  # share of one labeler's positives inside another's for it to be a narrower form of it
+
+
+def mostly_inside(n_both: int, n_a: int) -> bool:
+    """Whether a labeler with `n_a` positives, `n_both` of them shared with another, lies mostly inside it."""
+    return n_a > 0 and n_both >= MOSTLY_INSIDE * n_a
+
+
+def nearly_equal(n_both: int, n_a: int, n_b: int) -> bool:
+    """Whether two labelers' positives have Jaccard >= 0.5."""
+    return n_both > 0 and n_both >= 0.5 * (n_a + n_b - n_both)
+
+
 def same_segments(n_both: int, n_a: int, n_b: int) -> bool:
     """Whether two labelers pick (nearly) the same segments: Jaccard >= 0.5, or one's positives lie mostly
-    (80%) inside the other's, i.e. one is a narrower form of the same behaviour."""
+    inside the other's, i.e. one is a narrower form of the same behaviour."""
     if min(n_a, n_b) == 0:
         return False
-    return n_both >= 0.5 * (n_a + n_b - n_both) or n_both >= 0.8 * min(n_a, n_b)
+    return nearly_equal(n_both, n_a, n_b) or mostly_inside(n_both, min(n_a, n_b))
 
 
 def two_proportion_z(hits_after: int, n_after: int, hits_before: int, n_before: int) -> float:
