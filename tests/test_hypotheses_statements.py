@@ -92,8 +92,8 @@ def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
 
 
 def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() -> None:
-    """A phrase that carries one wording of a paraphrased behaviour: its sentences, as exemplars, label the
-    other wordings too, so they are drafted; the statement quotes a sentence with the source's phrase."""
+    """A phrase that carries one wording of a paraphrased behaviour is drafted either as its sentences (then the
+    statement quotes one with the source's phrase) or as the phrase, never as something else."""
     wordings = ["the auto grader checks the {} here", "the grader checks the {} here", "a grader checks the {} here"]
     things = ["format", "dates", "totals", "names", "fees"]
 
@@ -105,10 +105,13 @@ def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() 
     gram = "auto grader"
     fires = fires_where(discovery, "reasoning", gram)
     draft = extractive_draft(source("reasoning", (f"ngram:{gram}",), ("ngram",), (gram,)), fires, discovery)
-    assert draft is not None and gram in draft.provenance["from_phrase"]
-    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
-    assert draft.provenance["from_phrase"] in quoted.lower()
-    assert len(draft.hits) > len(fires) and draft.hits <= set(fires_where(discovery, "reasoning", "grader"))
+    assert draft is not None and draft.hits <= set(fires_where(discovery, "reasoning", "grader"))
+    if "from_phrase" in draft.provenance:  # drafted as its sentences: the statement quotes one with the phrase
+        [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+        assert draft.provenance["from_phrase"] in quoted.lower()
+    else:  # the labeler fitted to the phrase's own firing did not beat the phrase: it (or a longer one) stands
+        phrase = draft.provenance["phrase"]
+        assert gram in phrase and f'"{phrase}"' in draft.statement.lower()
 
 
 @pytest.mark.parametrize("gram", ["wait", "importantly", "i've", "thinking about it"])
