@@ -81,9 +81,16 @@ def test_a_validated_hypothesis_is_about_handing_off(study: Path) -> None:
         "GROUP BY ALL",
     )
     assert any(share >= 0.5 for _, share in shares), shares
-    splits = rows(study, "SELECT DISTINCT r.split FROM hypothesis_labels JOIN segments USING (segment_id) "
-                  "JOIN rollouts r USING (rollout_key)")  # fmt: skip
-    assert splits == [("heldout",)]
+    # 4 tasks: split within task and cross-fitted, so each hypothesis is labelled on the fold it was tested on,
+    # never the one it was drafted on (the held-out fold for discovery drafts, discovery for the others)
+    splits = rows(
+        study,
+        "SELECT DISTINCT h.hypothesis_id, coalesce(json_extract_string(h.provenance, '$.split'), 'heldout'), "
+        "r.split FROM hypotheses h JOIN hypothesis_labels USING (hypothesis_id) JOIN segments USING (segment_id) "
+        "JOIN rollouts r USING (rollout_key)",
+    )
+    assert splits and all(tested == labelled for _, tested, labelled in splits)
+    assert ("heldout",) in {(labelled,) for *_, labelled in splits}
 
 
 def test_cli_reads_the_study(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
