@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from engine.features.settings import FeatureSettings
 from engine.progress import Progress
 from engine.store import Store
 
 STATUS_EVERY_S = 0.5  # how often a step's rate status is refreshed
+CANDIDATES_PER_EXAMPLE = 4  # top-activation candidates per example kept, before copies of one text are dropped
 
 # The segments of the two compared checkpoints; parameters: the checkpoints.
 SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
@@ -60,3 +62,16 @@ def rates(progress: Progress, description: str, total: int) -> Iterator[Callable
             advance(segments, status=status)
 
         yield step
+
+
+def ranked_examples(candidates: pl.DataFrame, distinct: str, top: int) -> pl.DataFrame:
+    """The `top` strongest examples per (feature, checkpoint), one per distinct `distinct` value, ranked from 1,
+    from a bounded top-n aggregate's `best` list column (ties to the lower segment id)."""
+    return (
+        candidates.explode("best")
+        .unnest("best")
+        .sort(["feature_id", "checkpoint", "activation", "segment_id"], descending=[False, False, True, False])
+        .unique(["feature_id", "checkpoint", distinct], keep="first", maintain_order=True)
+        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("feature_id", "checkpoint"))
+        .filter(pl.col("rank") <= top)
+    )

@@ -15,7 +15,7 @@ import pyarrow as pa
 from engine.features.cache import ActivationCache
 from engine.features.encode import gather, segment_maxima, token_activations
 from engine.features.labels import Example, FeatureLabel, context_ngrams, corpus_frequencies, label_feature
-from engine.features.run import SEGMENTS, FeatureRun, rates
+from engine.features.run import CANDIDATES_PER_EXAMPLE, SEGMENTS, FeatureRun, ranked_examples, rates
 from engine.features.settings import FeatureSettings
 from engine.features.thresholds import strong_activations
 from engine.store import Store
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from sae_lens import SAE
 
 CORPUS_SAMPLE = 20_000  # segments sampled for corpus n-gram frequencies (labels)
-CANDIDATES_PER_EXAMPLE = 4  # top-activation candidates per example kept, before copies of one text are dropped
 
 
 def write_sae_features(run: FeatureRun, base: int, sae: SAE, cache: ActivationCache, index: pl.DataFrame) -> int:
@@ -111,12 +110,7 @@ def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -
         [base, base + d_sae],
     )
     return (
-        candidates.explode("best")
-        .unnest("best")
-        .sort(["feature_id", "checkpoint", "activation", "segment_id"], descending=[False, False, True, False])
-        .unique(["feature_id", "checkpoint", "content_hash"], keep="first", maintain_order=True)
-        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("feature_id", "checkpoint"))
-        .filter(pl.col("rank") <= top)
+        ranked_examples(candidates, "content_hash", top)
         .sort("segment_id", "feature_id")
         .select("feature_id", "checkpoint", "segment_id", "activation", "content_hash", "rank")
     )

@@ -32,6 +32,7 @@ from engine.features.cache import side_dir
 from engine.features.concepts import MIN_SENTENCES, concept_codes, load_concepts, train_concepts
 from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
 from engine.features.reader import ReaderSpec
+from engine.features.run import CANDIDATES_PER_EXAMPLE, SEGMENTS, ranked_examples
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentence_labels import background_counts, label_sentences
 from engine.features.sentences import split_sentences
@@ -52,7 +53,6 @@ LABEL_SENTENCES = 24  # top sentences a label is drawn from
 SNIPPETS = 5  # top sentences kept in features.snippets
 SEGMENT_BLOCK = 2048  # segments split at once
 
-_SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
 _DISCOVERY = "coalesce(r.split, 'discovery') = 'discovery'"
 _ACTS = "sentence_acts"  # scratch table in the staging schema: (text_hash, feature_id, activation)
 # Halves of the discovery tasks for behaviour groups: the checkpoints of CHOOSER sentences choose which
@@ -63,12 +63,12 @@ _HALF = "CASE WHEN md5(? || ':' || r.task_id) < '8' THEN 0 ELSE 1 END"
 
 def write_sentences(store: Store, staging: str, checkpoints: list[str | None], progress: Progress) -> int:
     """Split every text and reasoning segment and append the sentences to `{staging}.sentences`."""
-    total = int(store.scalar(f"SELECT count(*) {_SEGMENTS} AND s.kind IN ('text', 'reasoning')", checkpoints))
+    total = int(store.scalar(f"SELECT count(*) {SEGMENTS} AND s.kind IN ('text', 'reasoning')", checkpoints))
     cursor = store.cursor()
     written = 0
     try:
         stream = cursor.sql(
-            f"SELECT s.segment_id, s.text {_SEGMENTS} AND s.kind IN ('text', 'reasoning') ORDER BY s.segment_id",
+            f"SELECT s.segment_id, s.text {SEGMENTS} AND s.kind IN ('text', 'reasoning') ORDER BY s.segment_id",
             params=checkpoints,
         ).to_arrow_reader(SEGMENT_BLOCK)
         with progress.track("splitting sentences", total) as advance:
@@ -293,19 +293,12 @@ def _top_examples(store: Store, staging: str, base: int, top: int) -> pl.DataFra
         SELECT a.feature_id, r.checkpoint,
                max_by({{'segment_id': st.segment_id, 'activation': a.activation, 'char_start': st.char_start,
                         'char_end': st.char_end, 'text': st.text, 'kind': s.kind}},
-                      {{'a': a.activation, 'b': -st.sentence_id}}, {4 * top}) AS best
+                      {{'a': a.activation, 'b': -st.sentence_id}}, {CANDIDATES_PER_EXAMPLE * top}) AS best
         {where} GROUP BY a.feature_id, r.checkpoint
         """,
         [base],
     )
-    examples = (
-        candidates.explode("best")
-        .unnest("best")
-        .sort(["feature_id", "checkpoint", "activation", "segment_id"], descending=[False, False, True, False])
-        .unique(["feature_id", "checkpoint", "text"], keep="first", maintain_order=True)
-        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("feature_id", "checkpoint"))
-        .filter(pl.col("rank") <= top)
-    )
+    examples = ranked_examples(candidates, "text", top)
     spans = [
         json.dumps([[start, end, float(value)]])
         for start, end, value in examples.select("char_start", "char_end", "activation").iter_rows()
