@@ -75,8 +75,8 @@ def render_html(content: ReportContent) -> str:
     parts.append("</table>")
     if content.calibrations:
         parts.append(f"<h2>Labeler calibration against hand labels ({len(content.calibrations)})</h2><ul>")
-        for hypothesis_id, c in sorted(content.calibrations.items()):
-            lines = "<br>".join(h(x) for x in calibration_lines(c))
+        for hypothesis_id, calibration in sorted(content.calibrations.items()):
+            lines = "<br>".join(h(x) for x in calibration_lines(calibration))
             parts.append(f"<li>Hypothesis {hypothesis_id}: {lines}</li>")
         parts.append("</ul>")
     span = max([abs(x) for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta) if x is not None] or [0.1])
@@ -93,10 +93,10 @@ def render_html(content: ReportContent) -> str:
         )
     if content.sentence_features:
         parts.append("</table><h2>Concepts and behaviour groups: their sentences</h2><ul>")
-        for f in content.sentence_features:
-            sentences = "".join(f"<li>{h(t)}</li>" for t in f.sentences)
+        for sf in content.sentence_features:
+            sentences = "".join(f"<li>{h(t)}</li>" for t in sf.sentences)
             parts.append(
-                f"<li><b>{h(f.label)}</b> ({h(f.source)}, {h(f.kind)}): {pts(f.delta)} pts, q {q_text(f.q_value)}"
+                f"<li><b>{h(sf.label)}</b> ({h(sf.source)}, {h(sf.kind)}): {pts(sf.delta)} pts, q {q_text(sf.q_value)}"
                 f"<ul>{sentences}</ul></li>"
             )
         parts.append("</ul><table>")
@@ -104,10 +104,10 @@ def render_html(content: ReportContent) -> str:
         "</table><h2>Clusters</h2><table><tr><th>cluster</th><th>label</th><th>kind</th><th>size</th>"
         "<th>delta (pts)</th><th>q</th></tr>"
     )
-    for c in content.clusters:
+    for cl in content.clusters:
         parts.append(
-            f"<tr><td>{c.cluster_id}</td><td>{h(c.label)}</td><td>{h(c.kind)}</td><td>{c.size}</td>"
-            f"<td>{pts(c.delta)}</td><td>{q_text(c.q_value)}</td></tr>"
+            f"<tr><td>{cl.cluster_id}</td><td>{h(cl.label)}</td><td>{h(cl.kind)}</td><td>{cl.size}</td>"
+            f"<td>{pts(cl.delta)}</td><td>{q_text(cl.q_value)}</td></tr>"
         )
     parts.append("</table><h2>Method and provenance</h2><ul>")
     parts += [f"<li>{h(line)}</li>" for line in method_lines(content)]

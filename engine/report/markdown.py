@@ -92,8 +92,9 @@ def render_markdown(content: ReportContent) -> str:
         )
     if content.calibrations:
         out += ["", f"## Labeler calibration against hand labels ({len(content.calibrations)})", ""]
-        for hypothesis_id, c in sorted(content.calibrations.items()):
-            out += [f"- Hypothesis {hypothesis_id}: " + "; ".join(md(line, 400) for line in calibration_lines(c))]
+        for hypothesis_id, calibration in sorted(content.calibrations.items()):
+            lines = "; ".join(md(line, 400) for line in calibration_lines(calibration))
+            out += [f"- Hypothesis {hypothesis_id}: {lines}"]
     out += [
         "",
         "## Top feature deltas (discovery split)",
@@ -113,9 +114,9 @@ def render_markdown(content: ReportContent) -> str:
             out.append(f"- **{md(f.label, 200)}** ({f.source}, {f.kind}): {pts(f.delta)} pts, q {q_text(f.q_value)}")
             out += [f"  - {md(t, 200)}" for t in f.sentences]
     out += ["", "## Clusters", "", "| cluster | label | kind | size | delta (pts) | q |", "|---|---|---|---|---|---|"]
-    for c in content.clusters:
+    for cl in content.clusters:
         out.append(
-            f"| {c.cluster_id} | {md(c.label, 80)} | {c.kind} | {c.size} | {pts(c.delta)} | {q_text(c.q_value)} |"
+            f"| {cl.cluster_id} | {md(cl.label, 80)} | {cl.kind} | {cl.size} | {pts(cl.delta)} | {q_text(cl.q_value)} |"
         )
     out += ["", "## Method and provenance", "", *[f"- {line}" for line in method_lines(content)], ""]
     return "\n".join(out)
