@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from engine.hypotheses.validate import Validation
 
 
-def _pct(x: float) -> str:
+def _pct(x: float | None) -> str:
     return "–" if x is None or math.isnan(x) else f"{100 * x:.1f}%"
 
 
@@ -70,7 +70,7 @@ def exploratory_table(summary: StudySummary, labels: dict[int, str], width: int,
     for r in rows:
         p = "–" if r.get("p_value") is None else f"{r['p_value']:.2g}"
         table.add_row(
-            label_text(labels.get(r.get("feature_id")) or str(r.get("name")), label_width),
+            label_text(labels.get(r["feature_id"]) or str(r.get("name")), label_width),
             str(r.get("kind")),
             str(r.get("family")),
             _pct(r.get("prevalence_before")),
@@ -149,10 +149,10 @@ def deltas_table(
         f"not tested: {skipped or 'none'}"
     )
     if families:
-        per_family = ", ".join(
-            f"{name} {n} ({families['significant_by_family'].get(name, 0)} significant)"
-            for name, n in families["tested_by_family"].items()
-        )
+        by_family, significant = families["tested_by_family"], families["significant_by_family"]
+        # family_summary returns the deltas run's JSON metrics as objects; the stage stores both as name -> count
+        assert isinstance(by_family, dict) and isinstance(significant, dict)
+        per_family = ", ".join(f"{name} {n} ({significant.get(name, 0)} significant)" for name, n in by_family.items())
         table.caption += (
             f"\nBH within each family: {per_family}. Rollouts are {families['length_ratio']:.2f}x as long after "
             "('any' rows are adjusted for log-length; prevalence is each rollout's own rate)."
