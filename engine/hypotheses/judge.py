@@ -89,13 +89,14 @@ def judge_labels(
     sample = stratified_sample(segments, budget, rng)
     sample = sample[rng.permutation(sample.height)]  # no checkpoint order for the judge to pick up
     answers = session.ask_many(judge_requests(question, sample))
-    ok = [not isinstance(a, LLMFailure) for a in answers]
+    results = [None if isinstance(a, LLMFailure) else a for a in answers]
+    ok = [r is not None for r in results]
     failed = len(ok) - sum(ok)
     if failed:
         log.warning("judge: %d of %d segments got no usable answer", failed, len(ok))
     labelled = sample.with_columns(
-        label=pl.Series([bool(a.data["answer"]) if o else False for a, o in zip(answers, ok, strict=True)]),
-        evidence=pl.Series([str(a.data["evidence"]) or None if o else None for a, o in zip(answers, ok, strict=True)]),
+        label=pl.Series([bool(r.data["answer"]) if r is not None else False for r in results]),
+        evidence=pl.Series([str(r.data["evidence"]) or None if r is not None else None for r in results]),
         ok=pl.Series(ok),
     )
     stratum = ["checkpoint", "task_id"]

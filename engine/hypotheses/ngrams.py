@@ -64,8 +64,9 @@ def same_segments(n_both: int, n_a: int, n_b: int) -> bool:
     return nearly_equal(n_both, n_a, n_b) or mostly_inside(n_both, min(n_a, n_b))
 
 
-def two_proportion_z(hits_after: int, n_after: int, hits_before: int, n_before: int) -> float:
-    """z of after-rate minus before-rate (pooled variance); 0 when undefined. For ranking, not for testing."""
+def two_proportion_z(hits_after: float, n_after: float, hits_before: float, n_before: float) -> float:
+    """z of after-rate minus before-rate (pooled variance); 0 when undefined. For ranking, not for testing.
+    Counts may be fractional (the judge's Kish effective sizes of a weighted sample)."""
     if n_after == 0 or n_before == 0:
         return 0.0
     pooled = (hits_after + hits_before) / (n_after + n_before)
