@@ -113,19 +113,19 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
         )
         log.warning(warning)
         return SplitPlan(keys, split, "rollout", len(shared), len(shared), warning)
-    mode, warning = _unit_column(rollouts, shared, holdout)
+    mode, unit_warning = _unit_column(rollouts, shared, holdout)
     unit_col = "task_id" if mode == "task" else "environment_id"
     units = rollouts[unit_col].to_numpy()
     shared_units = set(rollouts.filter(pl.col("task_id").is_in(list(shared)))[unit_col].to_list())
     all_units = sorted(set(units.tolist()))
     heldout: set[str] = set()
     for group in ([u for u in all_units if u in shared_units], [u for u in all_units if u not in shared_units]):
-        order = rng.permutation(np.asarray(group, dtype=object)) if group else []
+        order = rng.permutation(np.asarray(group, dtype=object)) if group else np.array([], dtype=object)
         heldout.update(order[: _heldout_count(len(group), holdout)])
     split[np.isin(units, list(heldout))] = "heldout"
-    if warning:
-        log.warning(warning)
-    return SplitPlan(keys, split, mode, len(all_units), len(shared), warning)
+    if unit_warning:
+        log.warning(unit_warning)
+    return SplitPlan(keys, split, mode, len(all_units), len(shared), unit_warning)
 
 
 def _rollouts_fingerprint(rollouts: pl.DataFrame) -> str:
@@ -152,7 +152,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         with progress.track("split", 1) as advance:
-            plan = plan_split(rollouts, config.before, config.after, config.holdout, rng)
+            plan = plan_split(rollouts, *config.checkpoints, config.holdout, rng)
             frame = pl.DataFrame(
                 {
                     "rollout_key": np.concatenate([plan.rollout_key, excluded]),

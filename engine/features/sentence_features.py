@@ -61,7 +61,7 @@ CHOOSER, CANDIDATE, NEITHER = 0, 1, -1
 _HALF = "CASE WHEN md5(? || ':' || r.task_id) < '8' THEN 0 ELSE 1 END"
 
 
-def write_sentences(store: Store, staging: str, checkpoints: list[str | None], progress: Progress) -> int:
+def write_sentences(store: Store, staging: str, checkpoints: list[str], progress: Progress) -> int:
     """Split every text and reasoning segment and append the sentences to `{staging}.sentences`."""
     total = int(store.scalar(f"SELECT count(*) {SEGMENTS} AND s.kind IN ('text', 'reasoning')", checkpoints))
     cursor = store.cursor()
@@ -95,7 +95,7 @@ def extract(
     store: Store,
     staging: str,
     base: int,
-    checkpoints: list[str | None],
+    checkpoints: list[str],
     config: AnalyzeConfig,
     spec: ReaderSpec,
     device: str,
@@ -177,7 +177,7 @@ FEATURE_SCHEMA = {
 
 
 def _discovery_sentences(
-    store: Store, staging: str, after: str | None, seed: int, rng: np.random.Generator
+    store: Store, staging: str, after: str, seed: int, rng: np.random.Generator
 ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
     """Distinct discovery sentence texts (at most MAX_TRAIN_SENTENCES, drawn by `rng`), a kind for each, its
     share of occurrences in the `after` checkpoint, and its half of the tasks (`_half`): CHOOSER or CANDIDATE

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from typing import TypedDict
 
 import numpy as np
 import polars as pl
@@ -54,6 +55,15 @@ class Checkpoint:
     sensitivity: float | None  # of the labeler, estimated for this checkpoint's held-out segments
     specificity: float | None
     missing: str | None = None  # why `corrected` is None
+
+
+class _Counts(TypedDict):
+    """A hand sample's confusion counts: Checkpoint's first four fields."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
 
 
 @dataclass(frozen=True)
@@ -91,12 +101,12 @@ def checkpoint_estimate(
     """One checkpoint: the labeler's verdicts and weights over its held-out sample, and the hand sample's
     truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
     t, v = hand_truth.astype(bool), hand_verdict.astype(bool)
-    counts = {
-        "tp": int((t & v).sum()),
-        "fp": int((~t & v).sum()),
-        "fn": int((t & ~v).sum()),
-        "tn": int((~t & ~v).sum()),
-    }
+    counts = _Counts(
+        tp=int((t & v).sum()),
+        fp=int((~t & v).sum()),
+        fn=int((t & ~v).sum()),
+        tn=int((~t & ~v).sum()),
+    )
     n_labeler = int(verdicts.size)
     if n_labeler == 0:
         none = "the labeler labelled no segment here"
@@ -165,7 +175,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     known = labelled.select("segment_id", "label", "weight")
     missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
     if missing.height:
-        fresh = _label_missing(store, row, missing, config.before, config.after, llm)
+        fresh = _label_missing(store, row, missing, *config.checkpoints, llm)
         # A segment outside the judge's sample stands for its (checkpoint, task) stratum like those inside it.
         strata = labelled.group_by("checkpoint", "task_id").agg(pl.col("weight").first())
         fresh = fresh.join(strata, on=["checkpoint", "task_id"], how="left").with_columns(
@@ -179,7 +189,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     )
     hand = user.join(known, on="segment_id").join(sides, on="segment_id")
     estimates = []
-    for checkpoint in (config.before, config.after):
+    for checkpoint in config.checkpoints:
         h = hand.filter(pl.col("checkpoint") == checkpoint)
         big = labelled.filter(pl.col("checkpoint") == checkpoint)
         estimates.append(
@@ -191,7 +201,8 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
                 h["weight"].to_numpy(),
             )
         )
-    result = corrected_delta(hypothesis_id, hand.height, *estimates)
+    before, after = estimates
+    result = corrected_delta(hypothesis_id, hand.height, before, after)
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
         store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])

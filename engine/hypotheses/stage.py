@@ -77,14 +77,14 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         too_slow = 0
         session = open_session(store, config)
         discovery = Discovery(
-            load_population(store, config.before, config.after, "discovery"),
+            load_population(store, *config.checkpoints, "discovery"),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
         sources = load_sources(store, config.fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
-        heldout = load_population(store, config.before, config.after, "heldout")
+        heldout = load_population(store, *config.checkpoints, "heldout")
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {"heldout": heldout, "discovery": discovery.population}
         folds = [(drafts, "heldout")]
@@ -112,16 +112,18 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "OR decision IS NOT NULL OR note IS NOT NULL "
             "OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
         )
-        relabelled, slow = [], {}
+        relabelled: list[tuple[int, pl.DataFrame | None]] = []  # None: too slow, its old labels go
+        slow: dict[int, str] = {}
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
                 population = populations[tested_split(r["provenance"])]
+                new_labels: pl.DataFrame | None
                 try:
-                    labels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                    new_labels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
                 except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
                     slow[r["hypothesis_id"]] = str(exc)
-                    labels = None
-                relabelled.append((r["hypothesis_id"], labels))
+                    new_labels = None
+                relabelled.append((r["hypothesis_id"], new_labels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
             store.execute(
@@ -129,11 +131,11 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             )
             store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
             _write_drafts(store, labelled, session, config)
-            for hypothesis_id, labels in relabelled:
-                if labels is None:
+            for hypothesis_id, new_labels in relabelled:
+                if new_labels is None:
                     store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
                 else:
-                    replace_labels(store, hypothesis_id, labels)
+                    replace_labels(store, hypothesis_id, new_labels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
             results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
