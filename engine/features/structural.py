@@ -306,7 +306,8 @@ def _tool_results(messages: list[Message]) -> dict[tuple[int, int], Message]:
                 break
             following.append(later)
         for part, call in enumerate(message.tool_calls):
-            found = by_id.get(call.get("id")) if isinstance(call, dict) and call.get("id") else None
+            call_id = call.get("id") if isinstance(call, dict) else None
+            found = by_id.get(call_id) if call_id else None
             if found is None and part < len(following) and not following[part].tool_call_id:
                 found = following[part]
             if found is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import anthropic
 import numpy as np
+from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
 
 from engine.errors import InputError
 from engine.llm.client import (
@@ -67,7 +68,7 @@ class AnthropicClient:
 
     # -- requests ----------------------------------------------------------------------------------------
 
-    def _params(self, request: LLMRequest) -> dict[str, Any]:
+    def _params(self, request: LLMRequest) -> MessageCreateParamsNonStreaming:
         return {
             "model": self.model,
             "max_tokens": request.max_tokens,
