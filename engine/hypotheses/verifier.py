@@ -101,6 +101,7 @@ class Verifier:
                 spec = json.loads(spec)
             except json.JSONDecodeError as exc:
                 raise SpecError(f"verifier spec is not JSON: {exc}") from exc
+        # JSON of any shape until `_check` (next) rejects all but an object at "$"
         self.spec: dict[str, Any] = spec  # type: ignore[assignment]
         self._patterns: dict[int, regex.Pattern[str]] = {}
         self._check(self.spec, "$", 0)

@@ -11,8 +11,9 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from io import BufferedIOBase
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from engine.errors import InputError, RecordError
 from engine.ingest import inspect_logs, openai_responses, swe_agent
@@ -45,14 +46,14 @@ class Source:
 
     path: Path
 
-    def _binary(self) -> BinaryIO:
+    def _binary(self) -> BufferedIOBase:
         try:
             handle = self.path.open("rb")
         except OSError as exc:
             raise InputError(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
         if handle.read(2) == b"\x1f\x8b":
             handle.seek(0)
-            return gzip.GzipFile(fileobj=handle)  # type: ignore[return-value]
+            return gzip.GzipFile(fileobj=handle)
         handle.seek(0)
         return handle
 
