@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from textual import events
 from textual.app import App
@@ -32,6 +32,9 @@ from tui.screens.overview import OverviewScreen
 from tui.screens.rollouts import RolloutsScreen, RolloutViewerScreen, load_transcript
 from tui.session import StoreSession, StoreUnavailable
 from tui.themes import DEFAULT_THEME, load_themes, variable_defaults
+
+if TYPE_CHECKING:
+    from tui.host import StudyHost
 
 log = logging.getLogger(__name__)
 WARM_UP_AFTER_S = 1.0  # after the store opens: the overview's own queries go first
@@ -240,6 +243,12 @@ class RldiffApp(JobRunner):
         self.stop_jobs()
         self._collector.stop()
         self.session.close()
+
+
+if TYPE_CHECKING:
+    # Screens and the command palette reach this app through the StudyHost protocol (a cast of `self.app`):
+    # here `make lint` (mypy) checks that the app has every member the protocol promises.
+    _HOST: type[StudyHost] = RldiffApp
 
 
 def run(store_path: str | Path, *, theme: str | None = None) -> None:

@@ -23,6 +23,7 @@ class JumpProvider(Provider):
 
     @property
     def rldiff(self) -> StudyHost:
+        # The palette runs only inside tui.app.RldiffApp, which mypy checks against StudyHost there.
         return cast("StudyHost", self.app)
 
     def _lookup(self, text: str) -> list[SearchHit]:

@@ -28,18 +28,20 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class StoreWork:
-    """Store queries and writes in thread workers, for screens and modal screens."""
+class StoreWork(Screen[Any]):
+    """Store queries and writes in thread workers, for screens and modal screens (`ModalScreen` after it)."""
 
     _stale: bool
 
     @property
     def rldiff(self) -> StudyHost:
-        return cast("StudyHost", self.app)  # type: ignore[attr-defined]
+        # Screens run only inside tui.app.RldiffApp, which mypy checks against StudyHost there: the cast names
+        # that app by its protocol, so that screens never import it.
+        return cast("StudyHost", self.app)
 
     @property
     def palette(self) -> Palette:
-        return Palette.from_variables(self.app.theme_variables)  # type: ignore[attr-defined]
+        return Palette.from_variables(self.app.theme_variables)
 
     def run_query(
         self,
@@ -52,7 +54,7 @@ class StoreWork:
         """Run `fn(cursor)` in a thread worker and post `done(result)` back; a newer call with the same
         `what` supersedes an older one (its result is dropped). Failures come back as `QueryFailed`."""
         session = self.rldiff.session
-        post = self.post_message  # type: ignore[attr-defined]
+        post = self.post_message
 
         def work() -> None:
             worker = get_current_worker()
@@ -70,18 +72,16 @@ class StoreWork:
             if not worker.is_cancelled:
                 post(done(result))
 
-        self.run_worker(  # type: ignore[attr-defined]
-            work, name=what, group=what, thread=True, exclusive=True, exit_on_error=False
-        )
+        self.run_worker(work, name=what, group=what, thread=True, exclusive=True, exit_on_error=False)
 
     def on_query_failed(self, message: QueryFailed) -> None:
         if not message.unavailable:
-            self.notify(message.error, title=f"{message.what} failed", severity="error")  # type: ignore[attr-defined]
+            self.notify(message.error, title=f"{message.what} failed", severity="error")
         elif message.what.startswith("save"):
-            self.notify(message.error, title="not saved", severity="warning")  # type: ignore[attr-defined]
+            self.notify(message.error, title="not saved", severity="warning")
 
 
-class RldiffScreen(StoreWork, Screen[Any]):
+class RldiffScreen(StoreWork):
     """A screen over the store. Subclasses compose their body in `compose_body` and load data in `reload`."""
 
     NAV = "overview"
