@@ -98,7 +98,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
     split = np.full(keys.size, "discovery", dtype=object)
     shared = _shared_tasks(rollouts, before, after)
     if holdout == 0:
-        warning = "holdout is 0: nothing is held out, so hypotheses cannot be validated"
+        warning: str | None = "holdout is 0: nothing is held out, so hypotheses cannot be validated"
         log.warning(warning)
         return SplitPlan(keys, split, "none", 0, len(shared), warning)
     if not _splits_by_unit(len(shared), holdout):
@@ -113,19 +113,19 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
         )
         log.warning(warning)
         return SplitPlan(keys, split, "rollout", len(shared), len(shared), warning)
-    mode, unit_warning = _unit_column(rollouts, shared, holdout)
+    mode, warning = _unit_column(rollouts, shared, holdout)
     unit_col = "task_id" if mode == "task" else "environment_id"
     units = rollouts[unit_col].to_numpy()
     shared_units = set(rollouts.filter(pl.col("task_id").is_in(list(shared)))[unit_col].to_list())
     all_units = sorted(set(units.tolist()))
     heldout: set[str] = set()
     for group in ([u for u in all_units if u in shared_units], [u for u in all_units if u not in shared_units]):
-        order = rng.permutation(np.asarray(group, dtype=object)) if group else np.array([], dtype=object)
+        order = rng.permutation(np.asarray(group, dtype=object))
         heldout.update(order[: _heldout_count(len(group), holdout)])
     split[np.isin(units, list(heldout))] = "heldout"
-    if unit_warning:
-        log.warning(unit_warning)
-    return SplitPlan(keys, split, mode, len(all_units), len(shared), unit_warning)
+    if warning:
+        log.warning(warning)
+    return SplitPlan(keys, split, mode, len(all_units), len(shared), warning)
 
 
 def _rollouts_fingerprint(rollouts: pl.DataFrame) -> str:

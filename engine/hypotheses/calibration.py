@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
-from typing import TypedDict
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -40,6 +40,15 @@ MIN_PER_STRATUM = 2
 CONFIDENCE = 0.95
 
 
+class _Counts(NamedTuple):
+    """A hand sample against the labeler: person yes & labeler yes, person no & labeler yes, and so on."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """One checkpoint's hand sample against the labeler, and its corrected prevalence."""
@@ -55,15 +64,6 @@ class Checkpoint:
     sensitivity: float | None  # of the labeler, estimated for this checkpoint's held-out segments
     specificity: float | None
     missing: str | None = None  # why `corrected` is None
-
-
-class _Counts(TypedDict):
-    """A hand sample's confusion counts: Checkpoint's first four fields."""
-
-    tp: int
-    fp: int
-    fn: int
-    tn: int
 
 
 @dataclass(frozen=True)
@@ -101,16 +101,11 @@ def checkpoint_estimate(
     """One checkpoint: the labeler's verdicts and weights over its held-out sample, and the hand sample's
     truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
     t, v = hand_truth.astype(bool), hand_verdict.astype(bool)
-    counts = _Counts(
-        tp=int((t & v).sum()),
-        fp=int((~t & v).sum()),
-        fn=int((t & ~v).sum()),
-        tn=int((~t & ~v).sum()),
-    )
+    counts = _Counts(int((t & v).sum()), int((~t & v).sum()), int((t & ~v).sum()), int((~t & ~v).sum()))
     n_labeler = int(verdicts.size)
     if n_labeler == 0:
         none = "the labeler labelled no segment here"
-        return Checkpoint(**counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
+        return Checkpoint(*counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
                           sensitivity=None, specificity=None, missing=none)  # fmt: skip
     p = float(weights @ verdicts / weights.sum())
     var_p = p * (1 - p) * (weights**2).sum() / weights.sum() ** 2  # Kish: p(1 - p) / N_eff
@@ -121,7 +116,7 @@ def checkpoint_estimate(
             continue
         if rows.sum() < MIN_PER_STRATUM:
             why = f"needs {MIN_PER_STRATUM} hand labels where the labeler said {'yes' if verdict else 'no'}"
-            return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
+            return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
                               sensitivity=None, specificity=None, missing=f"{why} (has {int(rows.sum())})")  # fmt: skip
         shares[verdict], share_var = _share(t[rows].astype(np.float64), hand_weights[rows])
         theta += mass * shares[verdict]
@@ -129,7 +124,7 @@ def checkpoint_estimate(
     var += (shares[True] - shares[False]) ** 2 * var_p
     sensitivity = p * shares[True] / theta if theta > 0 else None
     specificity = (1 - p) * (1 - shares[False]) / (1 - theta) if theta < 1 else None
-    return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
+    return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
                       sensitivity=sensitivity, specificity=specificity)  # fmt: skip
 
 
@@ -189,7 +184,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     )
     hand = user.join(known, on="segment_id").join(sides, on="segment_id")
     estimates = []
-    for checkpoint in config.checkpoints:
+    for checkpoint in (config.before, config.after):
         h = hand.filter(pl.col("checkpoint") == checkpoint)
         big = labelled.filter(pl.col("checkpoint") == checkpoint)
         estimates.append(
@@ -201,8 +196,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
                 h["weight"].to_numpy(),
             )
         )
-    before, after = estimates
-    result = corrected_delta(hypothesis_id, hand.height, before, after)
+    result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1])
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
         store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])

@@ -112,18 +112,17 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "OR decision IS NOT NULL OR note IS NOT NULL "
             "OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
         )
-        relabelled: list[tuple[int, pl.DataFrame | None]] = []  # None: too slow, its old labels go
-        slow: dict[int, str] = {}
+        relabelled, slow = [], {}
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
                 population = populations[tested_split(r["provenance"])]
-                new_labels: pl.DataFrame | None
+                relabels: pl.DataFrame | None
                 try:
-                    new_labels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                    relabels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
                 except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
                     slow[r["hypothesis_id"]] = str(exc)
-                    new_labels = None
-                relabelled.append((r["hypothesis_id"], new_labels))
+                    relabels = None
+                relabelled.append((r["hypothesis_id"], relabels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
             store.execute(
@@ -131,11 +130,11 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             )
             store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
             _write_drafts(store, labelled, session, config)
-            for hypothesis_id, new_labels in relabelled:
-                if new_labels is None:
+            for hypothesis_id, relabels in relabelled:
+                if relabels is None:
                     store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
                 else:
-                    replace_labels(store, hypothesis_id, new_labels)
+                    replace_labels(store, hypothesis_id, relabels)
             for feature_id, text in explanations.items():
                 store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
             results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
