@@ -27,9 +27,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+# StoreWork is mixed into screens and modal screens: the type checker sees the Screen it is part of. At run time
+# it stays a plain mixin, because Textual takes a screen's default CSS (and CSS type names) along each class's
+# first widget base only: a Screen base here would hide ModalScreen's from `class X(StoreWork, ModalScreen)`.
+if TYPE_CHECKING:
+    _ScreenBase = Screen[Any]
+else:
+    _ScreenBase = object
 
-class StoreWork(Screen[Any]):
-    """Store queries and writes in thread workers, for screens and modal screens (`ModalScreen` after it)."""
+
+class StoreWork(_ScreenBase):
+    """Store queries and writes in thread workers, for screens and modal screens."""
 
     _stale: bool
 
@@ -81,7 +89,7 @@ class StoreWork(Screen[Any]):
             self.notify(message.error, title="not saved", severity="warning")
 
 
-class RldiffScreen(StoreWork):
+class RldiffScreen(StoreWork, Screen[Any]):
     """A screen over the store. Subclasses compose their body in `compose_body` and load data in `reload`."""
 
     NAV = "overview"
