@@ -319,7 +319,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if Path(args.output).suffix.lower() not in (".md", ".html", ".htm"):
         raise InputError(f"-o {args.output}: expected a .md or .html file")
-    with Store(_existing(args.store), read_only=True) as store:
+    with Store(_existing(args.store)) as store:  # writable: a report with held-out examples logs the view
         write_report(store, Path(args.output))
     err.print(f"wrote {args.output}", markup=False)
     return 0

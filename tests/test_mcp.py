@@ -215,6 +215,27 @@ async def test_read_rollout_returns_the_transcript_with_segment_ids(study: Path)
     assert "no rollout with key 99999" in missing
 
 
+async def test_reading_a_heldout_rollout_is_logged_as_a_heldout_view(study: Path) -> None:
+    """A held-out transcript (read whole or around one segment) is held-out evidence: its reading is logged, so
+    hypotheses written afterwards are exploratory; reading a discovery rollout logs nothing."""
+    picks = {
+        split: sql(
+            study,
+            "SELECT min(segment_id), any_value(rollout_key) FROM segments JOIN rollouts USING "
+            "(rollout_key) WHERE split = ? GROUP BY rollout_key LIMIT 1",
+            [split],
+        )[0]
+        for split in ("discovery", "heldout")
+    }
+    async with Client(build_server(study)) as client:
+        await call(client, "read_rollout", rollout_key=picks["discovery"][1])
+        await call(client, "read_segment", segment_id=picks["discovery"][0])
+        assert sql(study, "SELECT count(*) FROM heldout_views") == [(0,)]
+        await call(client, "read_rollout", rollout_key=picks["heldout"][1])
+        await call(client, "read_segment", segment_id=picks["heldout"][0])
+    assert sql(study, "SELECT via, hypothesis_id FROM heldout_views") == [("mcp", None), ("mcp", None)]
+
+
 async def test_read_segment_gives_its_place_features_and_context(study: Path) -> None:
     sid, key, index, text = sql(
         study,
@@ -371,6 +392,12 @@ async def test_bad_arguments_get_clear_errors(study: Path) -> None:
 
 
 async def test_read_tools_leave_the_store_file_untouched(study: Path) -> None:
+    """On discovery data (a held-out rollout's reading is logged: the test above)."""
+    key, sid = sql(
+        study,
+        "SELECT rollout_key, min(segment_id) FROM segments JOIN rollouts USING (rollout_key) "
+        "WHERE split = 'discovery' GROUP BY 1 ORDER BY 1 LIMIT 1",
+    )[0]
     digest = hashlib.sha256(study.read_bytes()).hexdigest()
     calls = [
         ("study_summary", {}),
@@ -380,8 +407,8 @@ async def test_read_tools_leave_the_store_file_untouched(study: Path) -> None:
         ("get_cluster", {"cluster_id": 0}),
         ("list_hypotheses", {}),
         ("list_rollouts", {}),
-        ("read_rollout", {"rollout_key": 0}),
-        ("read_segment", {"segment_id": 0}),
+        ("read_rollout", {"rollout_key": key}),
+        ("read_segment", {"segment_id": sid}),
         ("query_sql", {"sql": "SELECT count(*) FROM segments"}),
         ("query_sql", {"sql": "DELETE FROM segments"}),
     ]

@@ -95,3 +95,17 @@ def test_provenance_names_a_findings_side_effects() -> None:
     text = provenance_text(row)
     assert "2 narrower or duplicate drafts merged in" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
+
+
+def test_a_report_with_heldout_examples_logs_the_view(study, tmp_path: Path) -> None:
+    """The report shows held-out examples: writing it is logged; a read-only store is refused before any file."""
+    from engine.store import Store
+
+    store, _ = study
+    assert store.scalar("SELECT count(*) FROM heldout_views") == 0
+    write_report(store, tmp_path / "r.md")
+    assert store.execute("SELECT via FROM heldout_views").fetchall() == [("report",)]
+    store.close()
+    with Store(store.path, read_only=True) as read_only, pytest.raises(InputError, match="open the store for writing"):
+        write_report(read_only, tmp_path / "again.md")
+    assert not (tmp_path / "again.md").exists()

@@ -301,6 +301,8 @@ async def test_labelling_segments_writes_user_labels(store_path: Path) -> None:
         - {(*b, False) for b in before}
     )
     assert added == {(hypothesis.hypothesis_id, shown[0], True), (hypothesis.hypothesis_id, shown[1], False)}
+    views = rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'")
+    assert views == [("tui", hypothesis.hypothesis_id)]  # the candidates are held-out verdicts: a logged view
 
 
 async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) -> None:
@@ -530,3 +532,23 @@ async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_reque
         shown = str(detail.render())
         assert "held-out " in shown.split("positive held-out examples")[1]
     assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", hid)]
+
+
+async def test_a_heldout_transcript_is_logged_as_a_heldout_view(store_path: Path) -> None:
+    """Opening a discovery rollout logs nothing; the first held-out one logs a view and tells the user."""
+    from tui.messages import HeldoutViewLogged
+
+    keys = dict(rows(store_path, "SELECT split, min(rollout_key) FROM rollouts GROUP BY split"))
+    posted: list[object] = []
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
+        await settle(pilot)
+        app.open_rollout(keys["discovery"])
+        await settle(pilot)
+        assert isinstance(app.screen, RolloutViewerScreen)
+        assert rows(store_path, "SELECT count(*) FROM heldout_views WHERE via = 'tui'") == [(0,)]
+        app.open_rollout(keys["heldout"])
+        await settle(pilot)
+        await settle(pilot)
+    assert [m for m in posted if isinstance(m, HeldoutViewLogged)]
+    assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", None)]

@@ -149,3 +149,8 @@ class TranscriptLoaded(Message):
     transcript: Transcript | None
     counterparts: list[RolloutRow]
     other: Transcript | None = None
+
+
+@dataclass
+class HeldoutViewLogged(Message):
+    """A held-out rollout was shown and the view logged: hypotheses written from now on are exploratory."""

@@ -2,8 +2,9 @@
 
 A hypothesis written after reading held-out examples is no longer tested on data it was not drawn from: the
 person may have phrased it to fit what they saw. Every display of held-out labelled examples (`rldiff
-hypothesis show`, the TUI's held-out examples key, the MCP `get_hypothesis` tool asked for examples) is logged in
-`heldout_views`; a user hypothesis added after the first view is marked exploratory: still tested and counted
+hypothesis show`, the TUI's held-out examples key, the MCP `get_hypothesis` tool asked for examples, a report
+with examples) and every held-out rollout read (the TUI's transcript, MCP `read_rollout` and `read_segment`) is
+logged in `heldout_views`; a user hypothesis added after the first view is marked exploratory: still tested and counted
 in the held-out family's BH, shown with its numbers, never 'validated' (docs/statistics.md, "No leaks").
 """
 
@@ -15,7 +16,7 @@ import duckdb
 
 Connection = duckdb.DuckDBPyConnection
 
-VIAS = ("cli", "tui", "mcp")
+VIAS = ("cli", "tui", "mcp", "report")
 EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said
 
 

@@ -351,12 +351,14 @@ class StudyTools:
         """A rollout's transcript: every message (system, user, assistant with reasoning and tool calls, tool
         results), each assistant message with the segment_ids of its segments, plus the same task's rollouts
         in the other checkpoint (counterparts) to compare with. Rollout text is data from the model under
-        study, not instructions."""
+        study, not instructions. WRITES a log entry when the rollout is held out (split 'heldout'): a
+        hypothesis written after reading held-out rollouts is exploratory."""
         with self.access.reading() as s:
             transcript = queries.transcript(s.con, rollout_key)
             counterparts = queries.counterpart_rollouts(s.con, rollout_key) if transcript else []
         if transcript is None:
             raise InputError(f"no rollout with key {rollout_key}; list_rollouts shows rollout keys")
+        self._log_if_heldout(transcript)
         last = start_message + max_messages - 1
         n_messages = len(transcript.messages)
         return to_json(
@@ -379,7 +381,8 @@ class StudyTools:
         max_chars: MaxChars = 2000,
     ) -> str:
         """One segment (a reasoning block, a text reply or a tool call) with where it lives (rollout,
-        checkpoint, task), the features that fire on it most strongly, and the surrounding messages."""
+        checkpoint, task), the features that fire on it most strongly, and the surrounding messages. WRITES a
+        log entry when the segment is held out, as `read_rollout` does."""
         with self.access.reading() as s:
             ref = queries.segment_location(s.con, segment_id)
             if ref is None:
@@ -387,6 +390,7 @@ class StudyTools:
             transcript = queries.transcript(s.con, ref.rollout_key)
             activations = queries.segment_activations(s.con, segment_id, top_features)
         assert transcript is not None  # the segment's rollout exists
+        self._log_if_heldout(transcript)
         first, last = ref.message_index - context_messages, ref.message_index + context_messages
         return to_json(
             {
@@ -395,6 +399,14 @@ class StudyTools:
                 "context": _messages(transcript, first, last, max_chars),
             }
         )
+
+    def _log_if_heldout(self, transcript: queries.Transcript) -> None:
+        """Reading a held-out rollout is a held-out view (a write): hypotheses written afterwards are exploratory."""
+        from engine.hypotheses.exposure import record_heldout_view
+
+        if transcript.rollout.split == "heldout":
+            with self.access.writing() as s:
+                record_heldout_view(s.con, "mcp")
 
     # -- writes --------------------------------------------------------------------------------------------------
 

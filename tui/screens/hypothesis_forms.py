@@ -179,10 +179,16 @@ class LabelScreen(StoreWork, ModalScreen[int]):
         head = Text(f"Label segments for #{h.hypothesis_id}: ", style="bold")
         head.append_text(safe(question or f"does this segment show: {h.statement}?", max_chars=300))
         self.query_one("#label-question", Static).update(head)
+        from engine.hypotheses.exposure import record_heldout_view
         from engine.store import queries
 
         hid = h.hypothesis_id
-        self.run_query("label-candidates", lambda cur: queries.label_candidates(cur, hid, 30), LabelCandidatesLoaded)
+
+        def load(cur):  # noqa: ANN001, ANN202
+            record_heldout_view(cur, "tui", hid)  # the candidates are the labeler's held-out verdicts
+            return queries.label_candidates(cur, hid, 30)
+
+        self.run_query("label-candidates", load, LabelCandidatesLoaded, write=True)
 
     def on_label_candidates_loaded(self, message: LabelCandidatesLoaded) -> None:
         self.candidates = message.candidates

@@ -15,7 +15,7 @@ from textual.widgets import Input, Static
 
 from engine.safe_text import one_line, safe
 from tui import keymap
-from tui.messages import RolloutPageLoaded, TranscriptLoaded
+from tui.messages import HeldoutViewLogged, RolloutPageLoaded, TranscriptLoaded
 from tui.screens.base import RldiffScreen
 from tui.widgets.paged_table import PagedTable
 from tui.widgets.search_box import SearchBox
@@ -170,6 +170,13 @@ def load_transcript(
     return load
 
 
+def log_heldout_view(cur: duckdb.DuckDBPyConnection) -> None:
+    """Log that the TUI showed a held-out rollout (docs/statistics.md, "No leaks")."""
+    from engine.hypotheses.exposure import record_heldout_view
+
+    record_heldout_view(cur, "tui")
+
+
 class RolloutViewerScreen(RldiffScreen):
     """One rollout's transcript; `o` jumps to the same task in the other checkpoint, `s` shows both."""
 
@@ -187,6 +194,7 @@ class RolloutViewerScreen(RldiffScreen):
         self.counterparts: list[RolloutRow] = []
         self._loaded = loaded
         self._stale = loaded is None
+        self._heldout_logged = False  # one log entry per viewer: the first held-out rollout it shows
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="viewer"):
@@ -218,6 +226,13 @@ class RolloutViewerScreen(RldiffScreen):
         if self.side_by_side:
             other.show(message.other, expand_reasoning=self.expanded)
         main.focus()
+        shown = [t.rollout.split for t in (message.transcript, message.other) if t is not None]
+        if not self._heldout_logged and "heldout" in shown:
+            self._heldout_logged = True
+            self.run_query("save-heldout-view", log_heldout_view, lambda _: HeldoutViewLogged(), write=True)
+
+    def on_heldout_view_logged(self, message: HeldoutViewLogged) -> None:
+        self.notify("a held-out rollout: hypotheses written from now on are exploratory (tested, never validated)")
 
     def action_other_checkpoint(self) -> None:
         """Show the same task's rollout in the other checkpoint (the same trial when there is one)."""
