@@ -31,6 +31,7 @@ from engine.errors import InputError
 from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
+from engine.store.queries import results as written
 from engine.study import last_config
 
 # Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
@@ -194,11 +195,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     result = corrected_delta(hypothesis_id, hand.height, *estimates)
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
-        store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])
-        store.execute(
-            "INSERT INTO hypothesis_calibrations VALUES (?, ?, ?)",
-            [hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at)],
-        )
+        written.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
     return result
 
 
