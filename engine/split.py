@@ -99,7 +99,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
     split = np.full(keys.size, "discovery", dtype=object)
     shared = _shared_tasks(rollouts, before, after)
     if holdout == 0:
-        warning = "holdout is 0: nothing is held out, so hypotheses cannot be validated"
+        warning: str | None = "holdout is 0: nothing is held out, so hypotheses cannot be validated"
         log.warning(warning)
         return SplitPlan(keys, split, "none", 0, len(shared), warning)
     if not _splits_by_unit(len(shared), holdout):
@@ -121,7 +121,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
     all_units = sorted(set(units.tolist()))
     heldout: set[str] = set()
     for group in ([u for u in all_units if u in shared_units], [u for u in all_units if u not in shared_units]):
-        order = rng.permutation(np.asarray(group, dtype=object)) if group else []
+        order = rng.permutation(np.asarray(group, dtype=object))
         heldout.update(order[: _heldout_count(len(group), holdout)])
     split[np.isin(units, list(heldout))] = "heldout"
     if warning:
@@ -153,7 +153,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         with progress.track("split", 1) as advance:
-            plan = plan_split(rollouts, config.before, config.after, config.holdout, rng)
+            plan = plan_split(rollouts, *config.checkpoints, config.holdout, rng)
             frame = pl.DataFrame(
                 {
                     "rollout_key": np.concatenate([plan.rollout_key, excluded]),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -31,13 +32,22 @@ from engine.errors import InputError
 from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
-from engine.store.queries import results as written
+from engine.store.queries import testing
 from engine.study import last_config
 
 # Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
 # variance estimate at all.
 MIN_PER_STRATUM = 2
 CONFIDENCE = 0.95
+
+
+class _Counts(NamedTuple):
+    """A hand sample against the labeler: person yes & labeler yes, person no & labeler yes, and so on."""
+
+    tp: int
+    fp: int
+    fn: int
+    tn: int
 
 
 @dataclass(frozen=True)
@@ -92,16 +102,11 @@ def checkpoint_estimate(
     """One checkpoint: the labeler's verdicts and weights over its held-out sample, and the hand sample's
     truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
     t, v = hand_truth.astype(bool), hand_verdict.astype(bool)
-    counts = {
-        "tp": int((t & v).sum()),
-        "fp": int((~t & v).sum()),
-        "fn": int((t & ~v).sum()),
-        "tn": int((~t & ~v).sum()),
-    }
+    counts = _Counts(int((t & v).sum()), int((~t & v).sum()), int((t & ~v).sum()), int((~t & ~v).sum()))
     n_labeler = int(verdicts.size)
     if n_labeler == 0:
         none = "the labeler labelled no segment here"
-        return Checkpoint(**counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
+        return Checkpoint(*counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
                           sensitivity=None, specificity=None, missing=none)  # fmt: skip
     p = float(weights @ verdicts / weights.sum())
     var_p = p * (1 - p) * (weights**2).sum() / weights.sum() ** 2  # Kish: p(1 - p) / N_eff
@@ -112,7 +117,7 @@ def checkpoint_estimate(
             continue
         if rows.sum() < MIN_PER_STRATUM:
             why = f"needs {MIN_PER_STRATUM} hand labels where the labeler said {'yes' if verdict else 'no'}"
-            return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
+            return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
                               sensitivity=None, specificity=None, missing=f"{why} (has {int(rows.sum())})")  # fmt: skip
         shares[verdict], share_var = _share(t[rows].astype(np.float64), hand_weights[rows])
         theta += mass * shares[verdict]
@@ -120,7 +125,7 @@ def checkpoint_estimate(
     var += (shares[True] - shares[False]) ** 2 * var_p
     sensitivity = p * shares[True] / theta if theta > 0 else None
     specificity = (1 - p) * (1 - shares[False]) / (1 - theta) if theta < 1 else None
-    return Checkpoint(**counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
+    return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
                       sensitivity=sensitivity, specificity=specificity)  # fmt: skip
 
 
@@ -144,10 +149,8 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     """Compare the labeler with the person's labels of this hypothesis (labelling any hand-labelled segment
     the labeler has not seen: verifiers always, judges through the LLM when configured) and store the result
     (`hypothesis_calibrations`) for the TUI, MCP and report."""
-    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
-    if row.height == 0:
-        raise InputError(f"no hypothesis with id {hypothesis_id}")
-    split = tested_split(row["provenance"][0])
+    row = testing.hypothesis_spec(store, hypothesis_id)
+    split = tested_split(row.provenance)
     user = store.frame(  # hand labels of the split the labeler's verdicts are tested on
         "SELECT u.segment_id, u.label AS user_label FROM user_labels u JOIN segments s USING (segment_id) "
         "JOIN rollouts r USING (rollout_key) WHERE u.hypothesis_id = ? AND r.split = ?",
@@ -166,7 +169,7 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     known = labelled.select("segment_id", "label", "weight")
     missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
     if missing.height:
-        fresh = _label_missing(store, row, missing, config.before, config.after, llm)
+        fresh = _label_missing(store, row, missing, *config.checkpoints, llm)
         # A segment outside the judge's sample stands for its (checkpoint, task) stratum like those inside it.
         strata = labelled.group_by("checkpoint", "task_id").agg(pl.col("weight").first())
         fresh = fresh.join(strata, on=["checkpoint", "task_id"], how="left").with_columns(
@@ -192,15 +195,15 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
                 h["weight"].to_numpy(),
             )
         )
-    result = corrected_delta(hypothesis_id, hand.height, *estimates)
+    result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1])
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
-        written.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
+        testing.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
     return result
 
 
 def _label_missing(
-    store: Store, row: pl.DataFrame, missing: pl.DataFrame, before: str, after: str, llm: str | None
+    store: Store, row: testing.HypothesisSpec, missing: pl.DataFrame, before: str, after: str, llm: str | None
 ) -> pl.DataFrame:
     """The labeler's verdicts on hand-labelled segments it did not label, with their checkpoint and task."""
     config = last_config(store)
@@ -212,11 +215,11 @@ def _label_missing(
         [missing["segment_id"].to_list()],
     )
     population = Population("user", before, after, pl.DataFrame(), segments)
-    spec = json.loads(row["spec"][0])
-    session = open_session(store, config) if row["labeler"][0] == "judge" else None
+    spec = row.spec
+    session = open_session(store, config) if row.labeler == "judge" else None
     fresh = label(
         population,
-        row["labeler"][0],
+        row.labeler,
         {**spec, "kinds": None} if "question" in spec else spec,
         session,
         np.random.default_rng(0),

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from engine.store.queries.base import Executor
-from engine.store.queries.results import calibration
+from engine.store.queries.testing import calibration
 
 
 def stored_calibration(con: Executor, hypothesis_id: int) -> dict[str, Any] | None:

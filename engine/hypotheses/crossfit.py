@@ -46,7 +46,7 @@ def fold_rows(data: DeltaData, keep: np.ndarray) -> DeltaData:
 
 def heldout_fold_deltas(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> pl.DataFrame:
     """`feature_deltas` rows computed on the held-out fold alone, with the deltas stage's statistics."""
-    data = load_discovery(store, config.before, config.after, whole_study=True)
+    data = load_discovery(store, *config.checkpoints, whole_study=True)
     heldout = store.frame(
         "SELECT rollout_key FROM rollouts WHERE split = 'heldout' AND checkpoint IN (?, ?)",
         [config.before, config.after],

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from engine.store.queries.base import Connection
-from engine.store.queries.results import first_view, record_view
+from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp")
 EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said

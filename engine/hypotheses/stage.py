@@ -42,7 +42,7 @@ from engine.llm.session import LLMSession
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.store import Store
-from engine.store.queries import results as written
+from engine.store.queries import testing
 from engine.study import stream
 
 log = logging.getLogger(__name__)
@@ -78,14 +78,14 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         too_slow = 0
         session = open_session(store, config)
         discovery = Discovery(
-            load_population(store, config.before, config.after, "discovery"),
+            load_population(store, *config.checkpoints, "discovery"),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
         sources = load_sources(store, config.fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
-        heldout = load_population(store, config.before, config.after, "heldout")
+        heldout = load_population(store, *config.checkpoints, "heldout")
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {"heldout": heldout, "discovery": discovery.population}
         folds = [(drafts, "heldout")]
@@ -117,23 +117,24 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
                 population = populations[tested_split(r["provenance"])]
+                relabels: pl.DataFrame | None
                 try:
-                    labels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                    relabels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
                 except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
                     slow[r["hypothesis_id"]] = str(exc)
-                    labels = None
-                relabelled.append((r["hypothesis_id"], labels))
+                    relabels = None
+                relabelled.append((r["hypothesis_id"], relabels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
-            written.keep_only(store, keep_ids)
+            testing.keep_only(store, keep_ids)
             _write_drafts(store, labelled, session, config)
-            for hypothesis_id, labels in relabelled:
-                if labels is None:
-                    written.delete_labels(store, hypothesis_id)
+            for hypothesis_id, relabels in relabelled:
+                if relabels is None:
+                    testing.delete_labels(store, hypothesis_id)
                 else:
-                    replace_labels(store, hypothesis_id, labels)
+                    replace_labels(store, hypothesis_id, relabels)
             for feature_id, text in explanations.items():
-                written.set_explanation(store, feature_id, text)
+                testing.set_explanation(store, feature_id, text)
             results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
         for hypothesis_id, reason in slow.items():
             record_too_slow(store, hypothesis_id, reason)

@@ -12,6 +12,7 @@ from engine.store.queries.base import (
     SegmentRef,
     fetch_dicts,
     fetch_rows,
+    fetchone,
     json_value,
     segment_ref,
 )
@@ -72,7 +73,7 @@ def rollout_page(
         clauses.append("(r.task_id ILIKE ? OR r.rollout_id ILIKE ?)")
         params += [f"%{search}%", f"%{search}%"]
     where = " AND ".join(clauses)
-    total = int(con.execute(f"SELECT count(*) FROM rollouts r WHERE {where}", params).fetchone()[0])
+    total = int(fetchone(con, f"SELECT count(*) FROM rollouts r WHERE {where}", params)[0])
     rows = _rollout_rows(
         con,
         f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r JOIN checkpoints c USING (checkpoint) WHERE {where} "

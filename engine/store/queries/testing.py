@@ -1,14 +1,18 @@
-"""What testing writes about hypotheses: their labels, their held-out test results, verdicts, calibrations,
-the held-out views that make later hypotheses exploratory, and the stage's pruning and feature explanations.
+"""What testing hypotheses reads and writes: a hypothesis's spec, its labels, its held-out test results and
+verdict, calibrations, the held-out views that make later hypotheses exploratory, and the hypotheses stage's
+pruning and feature explanations.
 
 Each takes a `Store` or a connection or cursor and writes at once; callers hold the transaction.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engine.errors import InputError
 from engine.store.queries.base import Executor, fetchone, first_row
 
 # `hypotheses` columns a test's result sets, in the order `set_result` takes them (engine.hypotheses.validate's
@@ -27,6 +31,24 @@ RESULT_COLUMNS = (
     "n_labeled",
     "reward_assoc",
 )
+
+
+@dataclass(frozen=True)
+class HypothesisSpec:
+    """What testing a hypothesis needs: its labeler, its spec and its provenance (JSON, which names the split
+    it is tested on)."""
+
+    labeler: str
+    spec: dict[str, Any]
+    provenance: str | None
+
+
+def hypothesis_spec(con: Executor, hypothesis_id: int) -> HypothesisSpec:
+    """A hypothesis's labeler, spec and provenance; InputError when there is no such hypothesis."""
+    row = first_row(con, "SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
+    if row is None:
+        raise InputError(f"no hypothesis with id {hypothesis_id}")
+    return HypothesisSpec(labeler=row[0], spec=json.loads(row[1]), provenance=row[2])
 
 
 def delete_labels(con: Executor, hypothesis_id: int) -> None:
