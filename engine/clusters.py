@@ -28,6 +28,7 @@ from engine.runs import is_done, record_run
 from engine.stats.fdr import bh_qvalues
 from engine.stats.prevalence import test_prevalence
 from engine.store import Store
+from engine.store.queries.study import sae_source
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +68,8 @@ def significant_features(store: Store, fdr: float) -> pl.DataFrame:
 
 
 def decoder_directions(store: Store) -> np.ndarray | None:
-    """(d_sae, d_in) decoder of the SAE the latest features run used, when saved as a local folder."""
-    source = store.scalar(
-        "SELECT json_extract_string(metrics, '$.sae_source') FROM runs WHERE stage = 'features' "
-        "AND status = 'done' ORDER BY finished_at DESC LIMIT 1"
-    )
+    """(d_sae, d_in) decoder of the SAE the current features came from, when saved as a local folder."""
+    source = sae_source(store)
     weights = Path(source) / "sae_weights.safetensors" if source else None
     if weights is None or not weights.is_file():
         return None
@@ -88,9 +86,11 @@ def decoder_directions(store: Store) -> np.ndarray | None:
 def coactivation_distance(store: Store, before: str, after: str, feature_ids: np.ndarray) -> np.ndarray:
     """(n, n) Jaccard distance between the sets of discovery turns where each feature fires."""
     n = feature_ids.size
-    store.execute("CREATE OR REPLACE TEMP TABLE cluster_features (feature_id BIGINT, col INTEGER)")
-    store.append("cluster_features", pl.DataFrame({"feature_id": feature_ids, "col": np.arange(n, dtype=np.int32)}))
-    try:
+    columns = pl.DataFrame(
+        {"feature_id": feature_ids, "col": np.arange(n, dtype=np.int32)},
+        schema={"feature_id": pl.Int64, "col": pl.Int32},
+    )
+    with store.temp_table("cluster_features", columns):
         fired = store.frame(
             "SELECT DISTINCT dense_rank() OVER (ORDER BY s.rollout_key, s.message_index) - 1 AS turn, c.col "
             "FROM segment_features sf JOIN cluster_features c USING (feature_id) JOIN features f USING (feature_id) "
@@ -98,8 +98,6 @@ def coactivation_distance(store: Store, before: str, after: str, feature_ids: np
             "WHERE r.split = 'discovery' AND r.checkpoint IN (?, ?) AND sf.activation >= f.threshold",
             [before, after],
         )
-    finally:
-        store.execute("DROP TABLE IF EXISTS cluster_features")
     n_turns = int(fired["turn"].to_numpy().max()) + 1 if fired.height else 0
     incidence = sp.csc_array(
         (np.ones(fired.height), (fired["turn"].to_numpy(), fired["col"].to_numpy())), shape=(n_turns, n)
@@ -288,10 +286,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                     "permutations": config.permutations, "seed": config.seed,
                     "max_cluster_distance": MAX_CLUSTER_DISTANCE, "cohesion_ratio": COHESION_RATIO,
                     "version": 2}  # fmt: skip
-    decoder_source = store.scalar(
-        "SELECT coalesce(json_extract_string(metrics, '$.sae_source'), '') FROM runs WHERE stage = 'features' "
-        "AND status = 'done' ORDER BY finished_at DESC LIMIT 1"
-    )
+    decoder_source = sae_source(store)
     fingerprint = deltas.inputs_fingerprint(store, ("feature_deltas", "feature_id, kind, q_value, delta"))
     input_hash = hashlib.sha256(f"{fingerprint}:{decoder_source}".encode()).hexdigest()[:16]
     if is_done(store, STAGE, stage_config, input_hash):
@@ -301,11 +296,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         with progress.track("clusters", 1) as advance:
             clusters, members, metrics = build_clusters(store, config, rng)
             advance(1, status=f"{metrics['n_clusters']} clusters")
-        with store.transaction():
-            store.execute("DELETE FROM cluster_members")
-            store.execute("DELETE FROM clusters")
-            store.append("clusters", clusters)
-            store.append("cluster_members", members)
+        store.replace({"clusters": clusters, "cluster_members": members})
         record.metrics.update(metrics)
         log.info("clusters: %d clusters over %d significant features (%d unclustered)", metrics["n_clusters"],
                  metrics["n_significant"], metrics["n_unclustered"])  # fmt: skip

@@ -21,6 +21,8 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.progress import NullProgress, Progress
 from engine.store import Store
+from engine.store.queries.ingest import copy_checkpoint, replace_checkpoints
+from engine.store.queries.overview import analysis_outcome
 from engine.study import stream
 
 log = logging.getLogger(__name__)
@@ -55,27 +57,6 @@ def is_store(path: Path) -> bool:
         return handle.read(12)[8:12] == _DUCKDB_MAGIC
 
 
-def _copy_checkpoint(target: Store, source: Path, checkpoint: str | None) -> str:
-    """Copy one checkpoint's rollouts, messages and segments from the store at `source`; returns its name."""
-    target.execute(f"ATTACH '{str(source).replace(chr(39), chr(39) * 2)}' AS src (READ_ONLY)")
-    try:
-        names = [r[0] for r in target.execute("SELECT checkpoint FROM src.checkpoints ORDER BY ordinal").fetchall()]
-        chosen = checkpoint or (names[0] if names else None)
-        if chosen is None or chosen not in names:
-            raise InputError(f"{source}: no checkpoint named {chosen!r} (have: {', '.join(names) or 'none'})")
-        keys = "rollout_key IN (SELECT rollout_key FROM src.rollouts WHERE checkpoint = ?)"
-        with target.transaction():
-            target.execute(
-                "INSERT INTO rollouts BY NAME SELECT * EXCLUDE (split) FROM src.rollouts WHERE checkpoint = ?",
-                [chosen],
-            )
-            target.execute(f"INSERT INTO messages BY NAME SELECT * FROM src.messages WHERE {keys}", [chosen])
-            target.execute(f"INSERT INTO segments BY NAME SELECT * FROM src.segments WHERE {keys}", [chosen])
-    finally:
-        target.execute("DETACH src")
-    return chosen
-
-
 def deal(rollouts: pl.DataFrame, rng: np.random.Generator) -> pl.DataFrame:
     """(rollout_key, checkpoint): each task's rollouts shuffled and dealt alternately to the two sides."""
     keys: list[int] = []
@@ -104,16 +85,14 @@ def prepare(
     store = Store(work)
     try:
         if is_store(source):
-            name = _copy_checkpoint(store, source, checkpoint)
+            name = copy_checkpoint(store, source, checkpoint)
         else:
             name = checkpoint or "all"
             ingest_file(store, source, name, fmt, score=score)
         dealt = deal(store.frame("SELECT rollout_key, task_id FROM rollouts"), stream(seed, "null_check"))
         with store.transaction():
             store.set_rollout_column("checkpoint", dealt)
-            store.execute("DELETE FROM checkpoints")
-            now = datetime.now(UTC)
-            store.execute("INSERT INTO checkpoints VALUES (?, 0, ?), (?, 1, ?)", [NULL_BEFORE, now, NULL_AFTER, now])
+            replace_checkpoints(store, (NULL_BEFORE, NULL_AFTER), datetime.now(UTC))
     except BaseException:
         store.close()
         raise
@@ -136,34 +115,19 @@ def run_null_check(
     store, name = prepare(Path(work), Path(source), checkpoint, config.seed, fmt, score)
     with store:
         analyze(store, replace(config, before=NULL_BEFORE, after=NULL_AFTER), progress or NullProgress())
-        counts = store.execute(
-            "SELECT count(*), count(DISTINCT task_id), (SELECT count(*) FROM (SELECT task_id FROM rollouts "
-            "GROUP BY task_id HAVING count(DISTINCT checkpoint) = 2)) FROM rollouts"
-        ).fetchall()[0]
-        validated = [
-            r[0]
-            for r in store.execute(
-                "SELECT statement FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id"
-            ).fetchall()
-        ]
-        tested, min_h = store.execute("SELECT count(q_value), min(q_value) FROM hypotheses").fetchall()[0]
-        min_d, min_p, n_deltas, significant = store.execute(
-            "SELECT min(q_value), min(p_value), count(*), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas "
-            "WHERE tested",
-            [config.fdr],
-        ).fetchall()[0]
+        outcome = analysis_outcome(store, config.fdr)
     return NullResult(
         store=Path(work),
         checkpoint=name,
-        n_rollouts=int(counts[0]),
-        n_tasks=int(counts[1]),
-        n_shared_tasks=int(counts[2]),
-        validated=validated,
-        n_hypotheses_tested=int(tested),
-        min_hypothesis_q=min_h,
-        min_delta_q=min_d,
-        min_delta_p=min_p,
-        n_deltas_tested=int(n_deltas),
-        n_significant_deltas=int(significant),
+        n_rollouts=outcome.n_rollouts,
+        n_tasks=outcome.n_tasks,
+        n_shared_tasks=outcome.n_shared_tasks,
+        validated=outcome.validated,
+        n_hypotheses_tested=outcome.n_hypotheses_tested,
+        min_hypothesis_q=outcome.min_hypothesis_q,
+        min_delta_q=outcome.min_delta_q,
+        min_delta_p=outcome.min_delta_p,
+        n_deltas_tested=outcome.n_deltas_tested,
+        n_significant_deltas=outcome.n_significant_deltas,
         fdr=config.fdr,
     )

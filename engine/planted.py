@@ -28,6 +28,7 @@ from engine.hypotheses.verifier import Verifier
 from engine.progress import NullProgress, Progress
 from engine.stats.fdr import bh_qvalues
 from engine.store import Store
+from engine.store.queries.rollouts import heldout_segments_at
 
 log = logging.getLogger(__name__)
 
@@ -195,19 +196,11 @@ def planted_segment_ids(store: Store, truth: list[PlantedSegment]) -> dict[str, 
     if not truth:
         return {}
     frame = pl.DataFrame([asdict(t) for t in truth]).select(
-        "checkpoint", "rollout_id", "message_index", "part_index", "kind", "behaviour"
+        "checkpoint", "rollout_id", "message_index", "part_index", "kind", label="behaviour"
     )
-    con = store.cursor()
-    con.register("planted_truth", frame.to_arrow())
-    rows = con.execute(
-        "SELECT p.behaviour, s.segment_id FROM planted_truth p JOIN rollouts r "
-        "ON r.checkpoint = p.checkpoint AND r.rollout_id = p.rollout_id JOIN segments s ON s.rollout_key = "
-        "r.rollout_key AND s.message_index = p.message_index AND s.part_index = p.part_index AND s.kind = p.kind "
-        "WHERE r.split = 'heldout'"
-    ).fetchall()
     out: dict[str, set[int]] = {}
-    for name, sid in rows:
-        out.setdefault(name, set()).add(int(sid))
+    for name, sid in heldout_segments_at(store.cursor(), frame.to_arrow()):
+        out.setdefault(name, set()).add(sid)
     return out
 
 

@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import Any
 
 from engine.store import Store
+from engine.store.queries import runs as records
 
 # Results computed from a stage's output: publishing new output clears these tables and marks their runs
 # 'stale' (so they re-run), in the publishing transaction, so no reader shows old statistics under the new
@@ -46,22 +47,14 @@ def config_hash(config: dict[str, Any]) -> str:
 
 def is_done(store: Store, stage: str, config: dict[str, Any], input_hash: str) -> bool:
     """Whether `stage` already finished with this configuration on these inputs."""
-    return bool(
-        store.scalar(
-            "SELECT count(*) FROM runs WHERE stage = ? AND status = 'done' AND input_hash = ? "
-            "AND json_extract_string(config, '$._hash') = ?",
-            [stage, input_hash, config_hash(config)],
-        )
-    )
+    return records.is_done(store, stage, config_hash(config), input_hash)
 
 
 def invalidate_downstream(store: Store, stage: str) -> None:
     """Clear what was computed from `stage`'s previous output and mark those runs stale; call it inside the
     transaction that publishes the new output."""
     for later, tables in DOWNSTREAM.get(stage, ()):
-        for table in tables:
-            store.execute(f"DELETE FROM {table}")
-        store.execute("UPDATE runs SET status = 'stale' WHERE stage = ? AND status = 'done'", [later])
+        records.mark_stale(store, later, tables)
 
 
 @dataclass
@@ -79,25 +72,19 @@ def record_run(
     """Record a stage run: 'running' at start, 'done' with metrics at the end, 'failed' on error."""
     run = RunRecord(run_id=f"{stage}-{uuid.uuid4().hex[:12]}")
     stored_config = {**config, "_hash": config_hash(config)}
-    store.execute(
-        "INSERT INTO runs (run_id, stage, config, input_hash, versions, seed, status, started_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-        [
-            run.run_id,
-            stage,
-            json.dumps(stored_config, default=str),
-            input_hash,
-            json.dumps(library_versions()),
-            seed,
-            datetime.now(UTC),
-        ],
+    records.start_run(
+        store,
+        run.run_id,
+        stage,
+        json.dumps(stored_config, default=str),
+        input_hash,
+        json.dumps(library_versions()),
+        seed,
+        datetime.now(UTC),
     )
     status = "failed"
     try:
         yield run
         status = "done"
     finally:
-        store.execute(
-            "UPDATE runs SET status = ?, metrics = ?, finished_at = ? WHERE run_id = ?",
-            [status, json.dumps(run.metrics, default=str), datetime.now(UTC), run.run_id],
-        )
+        records.finish_run(store, run.run_id, status, json.dumps(run.metrics, default=str), datetime.now(UTC))

@@ -22,6 +22,7 @@ from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.design import MIN_TASKS
 from engine.store import Store
+from engine.store.queries.study import set_split_mode
 from engine.strata import EXCLUDED, check_where
 
 log = logging.getLogger(__name__)
@@ -161,9 +162,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             )
             with store.transaction():
                 store.set_rollout_column("split", frame)
-                store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
-                meta = [("split_mode", plan.mode)] + ([("split_warning", plan.warning)] if plan.warning else [])
-                store.append("meta", pl.DataFrame(meta, schema=["key", "value"], orient="row"))
+                set_split_mode(store, plan.mode, plan.warning)
             advance(1)
         counts = frame.group_by("split").len()
         record.metrics.update(

@@ -15,6 +15,7 @@ import duckdb
 
 from engine.errors import InputError
 from engine.store import Store
+from engine.store.queries.rollouts import count_where, rollout_columns
 
 EXCLUDED = "excluded"  # rollouts.split of rollouts a --where left out
 
@@ -32,10 +33,6 @@ FUNCTIONS = frozenset(
 _CLASSES = frozenset(
     {"CONJUNCTION", "OPERATOR", "COMPARISON", "CONSTANT", "COLUMN_REF", "FUNCTION", "CAST", "CASE", "BETWEEN"}
 )
-
-
-def rollout_columns(store: Store) -> list[str]:
-    return [r[0] for r in store.execute("SELECT column_name FROM (DESCRIBE rollouts)").fetchall()]
 
 
 def check_where(store: Store, expression: str) -> str:
@@ -56,7 +53,7 @@ def check_where(store: Store, expression: str) -> str:
         raise InputError("--where: an expression over rollout columns only, not a query")
     _walk(node["where_clause"], set(columns))
     try:
-        store.execute(f"SELECT count(*) FROM rollouts WHERE ({expression})").fetchall()
+        count_where(store, expression)
     except duckdb.Error as exc:
         raise InputError(f"--where: {str(exc).splitlines()[0]} (columns: {', '.join(columns)})") from exc
     return expression

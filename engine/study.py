@@ -14,8 +14,7 @@ import numpy as np
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.store import Store
-
-CONFIG_KEY = "analysis_config"  # meta key: the whole configuration of the last `analyze`, as JSON
+from engine.store.queries.study import CONFIG_KEY, analysis_config, checkpoint_names, default_pair
 
 # Named random streams with fixed ids, so that adding a stage or a command moves no other stream. The first
 # five ids are the stages' former positions: stores analysed before the streams had names reproduce exactly.
@@ -38,9 +37,8 @@ def stream(seed: int, name: str, *key: int) -> np.random.Generator:
 
 def resolve_checkpoints(store: Store, config: AnalyzeConfig) -> AnalyzeConfig:
     """Fill in `before`/`after` from the store (first and second ingested) and check they exist."""
-    names = store.checkpoints()
-    before = config.before or (names[0] if names else None)
-    after = config.after or (names[1] if len(names) > 1 else None)
+    names = checkpoint_names(store)
+    before, after = default_pair(names, config.before, config.after)
     if before is None or after is None:
         raise InputError(
             f"{store.path}: analysis needs two checkpoints, the store has {len(names)} "
@@ -62,11 +60,9 @@ def record_config(store: Store, config: AnalyzeConfig) -> None:
 def last_config(store: Store) -> AnalyzeConfig:
     """The configuration of the study's last analysis, checkpoints resolved; defaults if none ran.
 
-    Stores analysed before the configuration was kept fall back to the last finished hypotheses run's record.
+    Read through `queries.study.analysis_config`, the same record the TUI reads the compared checkpoints from;
+    fields a fallback record (older stores) never held come back as defaults.
     """
-    raw = store.meta(CONFIG_KEY) or store.scalar(
-        "SELECT config FROM runs WHERE stage = 'hypotheses' AND status = 'done' ORDER BY finished_at DESC LIMIT 1"
-    )
     known = {f.name for f in fields(AnalyzeConfig)}
-    config = AnalyzeConfig(**{k: v for k, v in json.loads(raw).items() if k in known}) if raw else AnalyzeConfig()
+    config = AnalyzeConfig(**{k: v for k, v in analysis_config(store).items() if k in known})
     return resolve_checkpoints(store, config)

@@ -112,13 +112,25 @@ def test_decoder_cosine_joins_sae_features_that_rarely_co_fire():
     assert (labels == -1).all()
 
 
-def test_decoder_is_read_from_the_features_run(study, tmp_path):
+def _saved_sae(tmp_path, name="sae", rows=40):
     import torch
     from safetensors.torch import save_file
 
-    folder = tmp_path / "sae"
+    folder = tmp_path / name
     folder.mkdir()
-    save_file({"W_dec": torch.eye(40, 8)}, str(folder / "sae_weights.safetensors"))
+    save_file({"W_dec": torch.eye(rows, 8)}, str(folder / "sae_weights.safetensors"))
+    return folder
+
+
+def test_decoder_is_found_where_the_store_says_the_sae_came_from(study, tmp_path):
+    assert clusters.decoder_directions(study) is None  # no SAE recorded
+    study.set_meta("sae_source", str(_saved_sae(tmp_path)))
+    assert clusters.decoder_directions(study).shape == (40, 8)
+
+
+def test_older_stores_find_the_decoder_from_the_features_run(study, tmp_path):
+    """Stores whose features ran before the location was kept in `meta`; the key wins when both say."""
+    folder = _saved_sae(tmp_path)
     study.execute(
         "INSERT INTO runs (run_id, stage, config, input_hash, versions, status, metrics, started_at, finished_at) "
         "VALUES ('features-x', 'features', '{}', '', '{}', 'done', ?, now(), now())",
@@ -128,6 +140,8 @@ def test_decoder_is_read_from_the_features_run(study, tmp_path):
     assert decoder.shape == (40, 8)
     _analyse(study)
     assert json.loads(study.scalar("SELECT metrics FROM runs WHERE stage = 'clusters'"))["decoder_used"] is True
+    study.set_meta("sae_source", str(_saved_sae(tmp_path, "newer", rows=24)))
+    assert clusters.decoder_directions(study).shape == (24, 8)
 
 
 def test_blobs_barely_tighter_than_random_pairs_are_not_clusters():

@@ -18,6 +18,7 @@ from engine.features.sae import steps_for, width_for
 from engine.features.settings import FeatureSettings
 from engine.progress import NullProgress
 from engine.store import Store
+from engine.store.queries import sae_source
 from tests.factories_features import handoff_study, tiny_reader
 
 SMALL = FeatureSettings(max_tokens=64, sae_width=64, sae_k=8, sae_steps=60, sae_batch=128, top_examples=3)
@@ -137,8 +138,10 @@ def test_a_saved_sae_is_loaded_and_checked_against_the_reader(study: Path, reade
         extract(store, reader)
         folder = metrics(store)["sae_source"]
         store.execute("DELETE FROM runs")
+        assert sae_source(store) == folder  # kept with the features, not only in the run's metrics
         assert extract(store, reader, sae=folder) > 0
         assert metrics(store)["sae_source"] == folder and "sae_trained" not in metrics(store)
+        assert sae_source(store) == folder
         assert metrics(store)["layer"] == 0  # the default layer of a 2-block encoder
         with pytest.raises(InputError, match="reads layer 0"):
             extract(store, reader, sae=folder, layer=1)

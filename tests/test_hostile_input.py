@@ -394,7 +394,7 @@ def test_new_features_invalidate_the_statistics_built_on_the_old(
         assert store.scalar("SELECT count(*) FROM feature_deltas") > 0
         with store.staging(OUTPUTS) as staging:  # new features published; the analysis dies before deltas
             store.execute(f"INSERT INTO {staging}.features SELECT * FROM features WHERE source = 'structural'")
-            _publish(store, staging)
+            _publish(store, staging, sae_source="")
         for table in ("feature_deltas", "feature_task_deltas", "clusters", "cluster_members"):
             assert store.scalar(f"SELECT count(*) FROM {table}") == 0, table
         stale = {r[0] for r in store.execute("SELECT DISTINCT stage FROM runs WHERE status = 'stale'").fetchall()}

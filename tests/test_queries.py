@@ -217,3 +217,20 @@ def test_fixture_fills_every_table(tmp_path: Path) -> None:
         tables = [r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()]
         empty = [t for t in tables if c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == 0]
     assert not empty
+
+
+def test_feature_labels_by_id(cur: duckdb.DuckDBPyConnection) -> None:
+    ids = [r[0] for r in cur.execute("SELECT feature_id FROM features ORDER BY feature_id LIMIT 3").fetchall()]
+    labels = queries.feature_labels(cur, [*ids, -1])
+    assert sorted(labels) == ids  # an unknown id is left out
+    assert labels[ids[0]] == scalar(cur, "SELECT label FROM features WHERE feature_id = ?", [ids[0]])
+
+
+def test_fetchone_says_when_a_query_returns_no_row(cur: duckdb.DuckDBPyConnection) -> None:
+    from engine.errors import RldiffError
+    from engine.store.queries.base import fetchone, first_row
+
+    assert fetchone(cur, "SELECT count(*) FROM features")[0] > 0
+    assert first_row(cur, "SELECT 1 WHERE false") is None
+    with pytest.raises(RldiffError, match="no row"):
+        fetchone(cur, "SELECT 1 WHERE false")

@@ -10,6 +10,7 @@ import pytest
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.pipeline import STAGES, analyze
+from engine.store.queries import compared_checkpoints
 from engine.study import STREAMS, last_config, record_config, resolve_checkpoints, stream
 from tests.factories_stats import build_study
 
@@ -51,3 +52,18 @@ def test_checkpoints_are_checked(store):
         resolve_checkpoints(store, AnalyzeConfig(after="later"))
     with pytest.raises(InputError, match="same checkpoint"):
         resolve_checkpoints(store, AnalyzeConfig(before="before", after="before"))
+
+
+def test_the_tui_and_the_engine_read_the_same_compared_checkpoints(store):
+    build_study(store, np.random.default_rng(0), n_tasks=4, n_features=2)
+    assert compared_checkpoints(store.cursor()) == last_config(store).checkpoints == ("before", "after")
+    record_config(store, AnalyzeConfig(before="after", after="before"))
+    assert compared_checkpoints(store.cursor()) == last_config(store).checkpoints == ("after", "before")
+    store.execute(
+        "INSERT INTO runs (run_id, stage, config, input_hash, versions, seed, status, started_at, finished_at) "
+        "VALUES ('r', 'hypotheses', ?, 'h', '{}', 0, 'done', now(), now())",
+        [json.dumps({"before": "before", "after": "after"})],
+    )
+    assert compared_checkpoints(store.cursor()) == ("after", "before")  # the analysis's record wins
+    store.execute("DELETE FROM meta WHERE key = 'analysis_config'")  # an older store: the run's record
+    assert compared_checkpoints(store.cursor()) == last_config(store).checkpoints == ("before", "after")

@@ -35,6 +35,7 @@ from engine.features.cache import INDEX_SCHEMA, ActivationCache, side_dir
 from engine.features.reader import Reader, ReaderSpec, resolve_device, resolve_reader
 from engine.features.settings import FeatureSettings
 from engine.progress import NullProgress, Progress
+from engine.store.queries.runs import features_reader
 
 if TYPE_CHECKING:
     import torch
@@ -200,11 +201,8 @@ class SentenceEmbedder:
 
 def embedder_for_store(store: Store, device: str = "auto") -> SentenceEmbedder:
     """The embedder of the study's reader (the reader of its last features run; the default MiniLM otherwise)."""
-    rows = store.execute(  # fetched to the end: DuckDB 2 keeps the shared connection busy until then
-        "SELECT json_extract_string(config, '$.reader'), json_extract_string(metrics, '$.layer') FROM runs "
-        "WHERE stage = 'features' AND status = 'done' ORDER BY started_at DESC LIMIT 1"
-    ).fetchall()
-    name, layer = rows[0] if rows and rows[0][0] else (DEFAULT_READER, None)
+    recorded, layer = features_reader(store)
+    name = recorded or DEFAULT_READER
     resolved = resolve_device(device)
     settings = FeatureSettings.for_device(resolved)
     spec = resolve_reader(name, int(layer) if layer is not None else None, settings)

@@ -39,6 +39,7 @@ from engine.features.training import trained_sae
 from engine.progress import Progress
 from engine.runs import invalidate_downstream, is_done, record_run
 from engine.store import Store
+from engine.store.queries.study import SAE_SOURCE_KEY
 
 if TYPE_CHECKING:
     from sae_lens import SAE
@@ -130,7 +131,7 @@ def extract(
             base = write_structural(run, base)
             sentence_features.extract(store, staging, base, checkpoints, config, spec, device, settings, rng,
                                       progress, record.run_id, record.metrics)  # fmt: skip
-            written = _publish(store, staging)
+            written = _publish(store, staging, sae_source)
             run.metrics["cache_bytes"] = cache.size_bytes()
         run.metrics["seconds"] = round(time.perf_counter() - started, 2)
         log.info("features: %d rows in %.1fs", written, run.metrics["seconds"])
@@ -153,16 +154,14 @@ def _first_free_id(store: Store) -> int:
     return int(store.scalar(f"SELECT coalesce(max(feature_id) + 1, 0) FROM features WHERE feature_id NOT IN ({_OURS})"))
 
 
-def _publish(store: Store, staging: str) -> int:
+def _publish(store: Store, staging: str, sae_source: str) -> int:
     """Replace the previous SAE and structural features by the staged ones, in one transaction that also
-    invalidates the statistics computed from the old ones."""
-    written = 0
+    invalidates the statistics computed from the old ones and records where the SAE came from."""
     with store.transaction():
         invalidate_downstream(store, STAGE)
+        store.set_meta(SAE_SOURCE_KEY, sae_source)
         store.scalar(f"DELETE FROM segment_features WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM feature_examples WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM features WHERE source IN {_SOURCES}")
         store.scalar("DELETE FROM sentences")
-        for table in OUTPUTS:
-            written += store.scalar(f"INSERT INTO main.{table} BY NAME SELECT * FROM {staging}.{table}")
-    return written
+        return store.publish_staged(staging, OUTPUTS)

@@ -32,6 +32,7 @@ from engine.errors import InputError
 from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
+from engine.store.queries import testing
 from engine.study import last_config
 
 # Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
@@ -148,10 +149,8 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     """Compare the labeler with the person's labels of this hypothesis (labelling any hand-labelled segment
     the labeler has not seen: verifiers always, judges through the LLM when configured) and store the result
     (`hypothesis_calibrations`) for the TUI, MCP and report."""
-    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
-    if row.height == 0:
-        raise InputError(f"no hypothesis with id {hypothesis_id}")
-    split = tested_split(row["provenance"][0])
+    row = testing.hypothesis_spec(store, hypothesis_id)
+    split = tested_split(row.provenance)
     user = store.frame(  # hand labels of the split the labeler's verdicts are tested on
         "SELECT u.segment_id, u.label AS user_label FROM user_labels u JOIN segments s USING (segment_id) "
         "JOIN rollouts r USING (rollout_key) WHERE u.hypothesis_id = ? AND r.split = ?",
@@ -199,16 +198,12 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
     result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1])
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
-        store.execute("DELETE FROM hypothesis_calibrations WHERE hypothesis_id = ?", [hypothesis_id])
-        store.execute(
-            "INSERT INTO hypothesis_calibrations VALUES (?, ?, ?)",
-            [hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at)],
-        )
+        testing.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
     return result
 
 
 def _label_missing(
-    store: Store, row: pl.DataFrame, missing: pl.DataFrame, before: str, after: str, llm: str | None
+    store: Store, row: testing.HypothesisSpec, missing: pl.DataFrame, before: str, after: str, llm: str | None
 ) -> pl.DataFrame:
     """The labeler's verdicts on hand-labelled segments it did not label, with their checkpoint and task."""
     config = last_config(store)
@@ -220,11 +215,11 @@ def _label_missing(
         [missing["segment_id"].to_list()],
     )
     population = Population("user", before, after, pl.DataFrame(), segments)
-    spec = json.loads(row["spec"][0])
-    session = open_session(store, config) if row["labeler"][0] == "judge" else None
+    spec = row.spec
+    session = open_session(store, config) if row.labeler == "judge" else None
     fresh = label(
         population,
-        row["labeler"][0],
+        row.labeler,
         {**spec, "kinds": None} if "question" in spec else spec,
         session,
         np.random.default_rng(0),

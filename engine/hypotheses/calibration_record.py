@@ -8,20 +8,18 @@ import json
 import math
 from typing import Any
 
-import duckdb
+from engine.store.queries.base import Executor
+from engine.store.queries.testing import calibration
 
 
-def stored_calibration(con: duckdb.DuckDBPyConnection, hypothesis_id: int) -> dict[str, Any] | None:
+def stored_calibration(con: Executor, hypothesis_id: int) -> dict[str, Any] | None:
     """The last calibration of a hypothesis as a dict (fields of `calibration.Calibration`), with `stale`: the
     hypothesis was re-tested (its labels replaced) since; None when never calibrated."""
-    row = con.execute(
-        "SELECT c.result, h.tested_at IS NOT NULL AND h.tested_at > c.computed_at FROM hypothesis_calibrations c "
-        "JOIN hypotheses h USING (hypothesis_id) WHERE c.hypothesis_id = ?",
-        [hypothesis_id],
-    ).fetchone()
+    row = calibration(con, hypothesis_id)
     if row is None:
         return None
-    return json.loads(row[0]) | {"stale": bool(row[1])}
+    result, stale = row
+    return dict(json.loads(result)) | {"stale": stale}
 
 
 def _pct(x: float | None) -> str:

@@ -62,15 +62,9 @@ def heldout_fold_deltas(store: Store, config: AnalyzeConfig, rng: np.random.Gene
 def _fold_inputs(store: Store, deltas: pl.DataFrame) -> Iterator[None]:
     """Temporary tables that shadow the stored discovery results on this connection (DuckDB resolves
     unqualified names to temporary tables first): fold B's deltas, no clusters. Dropped on exit."""
-    database = '"' + str(store.scalar("SELECT current_database()")).replace('"', '""') + '"'
-    try:
-        for table in FOLD_TABLES:
-            store.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {database}.main.{table} LIMIT 0")
+    with store.shadowed(FOLD_TABLES):
         store.append("temp.feature_deltas", deltas)
         yield
-    finally:
-        for table in FOLD_TABLES:
-            store.execute(f"DROP TABLE IF EXISTS temp.{table}")
 
 
 def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float) -> list[Source]:

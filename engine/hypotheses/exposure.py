@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import duckdb
-
-Connection = duckdb.DuckDBPyConnection
+from engine.store.queries.base import Connection
+from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp", "report")
 EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said
@@ -24,15 +23,12 @@ def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = N
     """Log that held-out evidence (of `hypothesis_id`, when one's) is being shown through `via`."""
     if via not in VIAS:
         raise ValueError(f"via must be one of {VIAS}, not {via!r}")
-    con.execute(
-        "INSERT INTO heldout_views VALUES (?, ?, ?)", [datetime.now(UTC).replace(tzinfo=None), via, hypothesis_id]
-    )
+    record_view(con, datetime.now(UTC).replace(tzinfo=None), via, hypothesis_id)
 
 
 def first_heldout_view(con: Connection) -> datetime | None:
     """When held-out evidence was first shown to anyone, or None."""
-    row = con.execute("SELECT min(viewed_at) FROM heldout_views").fetchone()
-    return row[0] if row else None
+    return first_view(con)
 
 
 def exploratory_note(con: Connection) -> str | None:

@@ -23,6 +23,7 @@ from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress, Progress
 from engine.store import Store, writes
+from engine.store.queries import testing
 from engine.study import last_config, stream
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ def label(
 
 
 def replace_labels(store: Store, hypothesis_id: int, labels: pl.DataFrame) -> None:
-    store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+    """Replace one hypothesis's labels by `labels`."""
+    testing.delete_labels(store, hypothesis_id)
     store.append("hypothesis_labels", labels.with_columns(hypothesis_id=pl.lit(hypothesis_id, pl.Int32)))
 
 
@@ -107,7 +109,7 @@ def revalidate(
         "WHERE h.statement = t.statement AND h.spec::VARCHAR = t.spec)"
     )["p_value"].to_list()
     earlier = [p for p in previous if p is not None]
-    new_tasks = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") in ("task", "environment")
+    new_tasks = store.meta("split_mode") in ("task", "environment")
     labels = store.frame("SELECT hypothesis_id, segment_id, label, weight FROM hypothesis_labels")
     split_of = [tested_split(p) for p in rows["provenance"]]
     groups = {split: [i for i, s in enumerate(split_of) if s == split] for split in dict.fromkeys(split_of)}
@@ -116,7 +118,7 @@ def revalidate(
     def run(split: str, other_p: list[float]) -> list[Validation]:
         if split not in populations:
             embedder = next(iter(populations.values())).embedder if populations else None
-            population = load_population(store, config.before, config.after, split)
+            population = load_population(store, *config.checkpoints, split)
             populations[split] = replace(population, embedder=embedder) if embedder is not None else population
         claims = [Claim(rows["hypothesis_id"][i], rows["direction"][i]) for i in groups[split]]
         return validate(
@@ -142,32 +144,14 @@ def revalidate(
     ]
     now = _now()
     for r, v in zip(rows.iter_rows(named=True), results, strict=True):
-        store.execute(
-            "INSERT OR REPLACE INTO heldout_tests VALUES (?, ?::VARCHAR, ?, ?)",
-            [r["statement"], r["spec"], v.p_value, now],
-        )
-        store.execute(
-            "UPDATE hypotheses SET status = ?, reason = ?, prevalence_before = ?, prevalence_after = ?, delta = ?, "
-            "ci_low = ?, ci_high = ?, p_value = ?, q_value = ?, mde = ?, n_labeled = ?, reward_assoc = ?, "
-            "tested_at = ? WHERE hypothesis_id = ?",
-            [
-                v.status,
-                v.reason,
-                v.prevalence_before,
-                v.prevalence_after,
-                v.delta,
-                v.ci_low,
-                v.ci_high,
-                v.p_value,
-                v.q_value,
-                v.mde,
-                v.n_labeled,
-                v.reward_assoc,
-                now,
-                v.hypothesis_id,
-            ],
-        )
+        testing.record_heldout_test(store, r["statement"], r["spec"], v.p_value, now)
+        testing.set_result(store, v.hypothesis_id, _result_values(v), now)
     return results
+
+
+def _result_values(v: Validation) -> tuple[Any, ...]:
+    """A validation's values in the order the store records a result (`queries.testing.RESULT_COLUMNS`)."""
+    return tuple(getattr(v, column) for column in testing.RESULT_COLUMNS)
 
 
 def _exploratory(v: Validation, row: dict[str, Any]) -> Validation:
@@ -247,18 +231,16 @@ def test_hypothesis(
     hears of its three steps: loading the held-out segments, labelling them, re-testing the family. Past its
     `budget` (default `TEST_BUDGET_S`) labelling stops and the hypothesis is recorded inconclusive.
     """
-    row = store.frame("SELECT labeler, spec, provenance FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])
-    if row.height == 0:
-        raise InputError(f"no hypothesis with id {hypothesis_id}")
+    row = testing.hypothesis_spec(store, hypothesis_id)
     config = last_config(store)
-    labeler, spec = row["labeler"][0], json.loads(row["spec"][0])
+    labeler, spec = row.labeler, row.spec
     session = None
     if labeler == "judge":
         config = replace(config, llm=llm or config.llm or AnalyzeConfig.default_llm())
         session = open_session(store, config)
-    split = tested_split(row["provenance"][0])
+    split = tested_split(row.provenance)
     with (progress or NullProgress()).track(f"testing hypothesis {hypothesis_id}", 3) as advance:
-        population = load_population(store, config.before, config.after, split)
+        population = load_population(store, *config.checkpoints, split)
         advance(status=f"labelling held-out segments with the {labeler}")
         rng = stream(config.seed, "hypothesis_test", hypothesis_id)
         try:
@@ -266,15 +248,13 @@ def test_hypothesis(
         except LabelerTooSlow as exc:
             return record_too_slow(store, hypothesis_id, str(exc))
         provenance = {
-            **(json.loads(row["provenance"][0]) if row["provenance"][0] else {}),
+            **(json.loads(row.provenance) if row.provenance else {}),
             **labeler_provenance(labeler, session, config, split),
         }
         advance(status=f"{labels.height} segments labelled; re-testing every labelled hypothesis")
         with store.transaction():
             replace_labels(store, hypothesis_id, labels)
-            store.execute(
-                "UPDATE hypotheses SET provenance = ? WHERE hypothesis_id = ?", [json.dumps(provenance), hypothesis_id]
-            )
+            testing.set_provenance(store, hypothesis_id, json.dumps(provenance))
             results = revalidate(store, {split: population}, config, stream(config.seed, "revalidation"))
         advance(status="done")
     return next(v for v in results if v.hypothesis_id == hypothesis_id)
@@ -285,16 +265,15 @@ test_hypothesis.__test__ = False  # type: ignore[attr-defined]
 
 def record_too_slow(store: Store, hypothesis_id: int, reason: str) -> Validation:
     """Record a hypothesis whose labelling ran past its budget as inconclusive, without labels."""
+    verdict = Validation(
+        hypothesis_id, "inconclusive", reason, prevalence_before=None, prevalence_after=None, delta=None,
+        ci_low=None, ci_high=None, p_value=None, q_value=None, mde=None, n_labeled=0, reward_assoc=None,
+    )  # fmt: skip
     with store.transaction():
-        store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
-        store.execute(
-            "UPDATE hypotheses SET status = 'inconclusive', reason = ?, prevalence_before = NULL, "
-            "prevalence_after = NULL, delta = NULL, ci_low = NULL, ci_high = NULL, p_value = NULL, q_value = NULL, "
-            "mde = NULL, n_labeled = 0, reward_assoc = NULL, tested_at = ? WHERE hypothesis_id = ?",
-            [reason, _now(), hypothesis_id],
-        )
+        testing.delete_labels(store, hypothesis_id)
+        testing.set_result(store, hypothesis_id, _result_values(verdict), _now())
     log.warning("hypothesis %d: %s", hypothesis_id, reason)
-    return Validation(hypothesis_id, "inconclusive", reason, *([None] * 8), 0, None)
+    return verdict
 
 
 def decide(store: Store, hypothesis_id: int, decision: str | None, note: str | None = None) -> None:

@@ -42,6 +42,7 @@ from engine.llm.session import LLMSession
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.store import Store
+from engine.store.queries import testing
 from engine.study import stream
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {"heldout": heldout, "discovery": discovery.population}
         folds = [(drafts, "heldout")]
-        if store.scalar("SELECT value FROM meta WHERE key = 'split_mode'") == "rollout":  # cross-fitting
+        if store.meta("split_mode") == "rollout":  # cross-fitting
             fold_b = Discovery(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
@@ -125,18 +126,15 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                 relabelled.append((r["hypothesis_id"], relabels))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
-            store.execute(
-                "DELETE FROM hypothesis_labels WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids]
-            )
-            store.execute("DELETE FROM hypotheses WHERE hypothesis_id NOT IN (SELECT unnest(?::INTEGER[]))", [keep_ids])
+            testing.keep_only(store, keep_ids)
             _write_drafts(store, labelled, session, config)
             for hypothesis_id, relabels in relabelled:
                 if relabels is None:
-                    store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [hypothesis_id])
+                    testing.delete_labels(store, hypothesis_id)
                 else:
                     replace_labels(store, hypothesis_id, relabels)
             for feature_id, text in explanations.items():
-                store.execute("UPDATE features SET explanation = ? WHERE feature_id = ?", [text, feature_id])
+                testing.set_explanation(store, feature_id, text)
             results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
         for hypothesis_id, reason in slow.items():
             record_too_slow(store, hypothesis_id, reason)

@@ -22,6 +22,7 @@ from engine.ingest.records import RecordReader, Rollout
 from engine.ingest.segments import message_row, segment_rollout
 from engine.progress import NullProgress, Progress
 from engine.store import Store
+from engine.store.queries.ingest import is_ingested, register_source, source_lines
 
 log = logging.getLogger(__name__)
 
@@ -149,16 +150,14 @@ def ingest_file(
     source = Source(path)
     digest = source.digest()
     result = IngestResult(path=path, checkpoint=checkpoint, format=fmt)
-    if store.scalar("SELECT count(*) FROM sources WHERE source_hash = ? AND checkpoint = ?", [digest, checkpoint]):
+    if is_ingested(store, digest, checkpoint):
         result.already_ingested = True
         return result
 
     bad: list[RecordError] = []
     tables = ("rollouts", "messages", "segments")
     with store.staging(tables) as stage, (progress or NullProgress()).track(f"ingest {path.name}", None) as advance:
-        seen = dict(
-            store.execute("SELECT rollout_id, source_line FROM rollouts WHERE checkpoint = ?", [checkpoint]).fetchall()
-        )
+        seen = source_lines(store, checkpoint)
         next_rollout = store.next_id("rollouts", "rollout_key")
         next_segment = store.next_id("segments", "segment_id")
         batch = _Batch()
@@ -207,9 +206,8 @@ def ingest_file(
             )
         batch.flush(store, stage)
         with store.transaction():
-            for table in tables:
-                store.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {stage}.{table}")
-            _register(store, checkpoint, digest, path, fmt, result.rollouts, len(bad))
+            store.publish_staged(stage, tables)
+            register_source(store, checkpoint, digest, path, fmt, result.rollouts, len(bad), datetime.now(UTC))
     result.skipped = len(bad)
     if bad:
         result.quarantine = _write_quarantine(quarantine_path(store, path, checkpoint, digest), source, bad)
@@ -255,19 +253,6 @@ def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: st
         "metadata": json.dumps(rollout.metadata, ensure_ascii=False, default=str) if rollout.metadata else None,
         **asdict(rollout.strata),
     }
-
-
-def _register(store: Store, checkpoint: str, digest: str, path: Path, fmt: str, n: int, skipped: int) -> None:
-    now = datetime.now(UTC)
-    store.execute(
-        "INSERT INTO checkpoints SELECT ?, (SELECT count(*) FROM checkpoints), ? "
-        "WHERE NOT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint = ?)",
-        [checkpoint, now, checkpoint],
-    )
-    store.execute(
-        "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [digest, checkpoint, str(path), fmt, n, skipped, now],
-    )
 
 
 def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +16,8 @@ from engine.store.queries import (
     SentenceFeature,
     StudySummary,
 )
+from engine.store.queries.llm import total_cost
+from engine.store.queries.runs import stage_configs
 
 TOP_DELTAS = 15
 TOP_CLUSTERS = 10
@@ -43,12 +44,6 @@ def gather(store: Store) -> ReportContent:
     rows = queries.hypotheses(con)
     validated = [h for h in rows if h.status == "validated"]
     others = [h for h in rows if h.status != "validated"]
-    configs = {
-        stage: json.loads(config)
-        for stage, config in con.execute(
-            "SELECT stage, arg_max(config, finished_at) FROM runs WHERE status = 'done' GROUP BY stage"
-        ).fetchall()
-    }
     calibrations = {h.hypothesis_id: stored_calibration(con, h.hypothesis_id) for h in rows}
     return ReportContent(
         summary=queries.study_summary(con),
@@ -57,8 +52,8 @@ def gather(store: Store) -> ReportContent:
         examples={h.hypothesis_id: queries.hypothesis_examples(con, h.hypothesis_id, EXAMPLES) for h in validated},
         deltas=queries.delta_page(con, DeltaFilter(sort="q"), limit=TOP_DELTAS).rows,
         clusters=queries.clusters(con)[:TOP_CLUSTERS],
-        stage_configs=configs,
-        llm_cost=float(con.execute("SELECT coalesce(sum(cost_usd), 0) FROM llm_cache").fetchone()[0]),
+        stage_configs=stage_configs(con),
+        llm_cost=total_cost(con),
         sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
         calibrations={k: v for k, v in calibrations.items() if v is not None},
     )
@@ -122,7 +117,7 @@ def excerpt(text: str, evidence: str | None, width: int = 110) -> tuple[str, str
     at = text.lower().find(evidence.lower()) if evidence else -1
     if at < 0:
         return "", "", text[: 2 * width] + ("..." if len(text) > 2 * width else "")
-    end = at + len(evidence)
+    end = at + len(evidence or "")
     before = ("..." if at > width else "") + text[max(0, at - width) : at]
     after = text[end : end + width] + ("..." if len(text) > end + width else "")
     return before, text[at:end], after

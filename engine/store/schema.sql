@@ -2,6 +2,9 @@
 -- THE schema: every table a user, the TUI, the MCP server or a report may query. Names and meanings of the
 -- contract columns are fixed (DESIGN.md §4); later versions only add. Applied by engine.store.Store on open.
 
+-- Keys: schema_version; analysis_config (the last `analyze`'s whole configuration, JSON: engine.study);
+-- split_mode, split_warning (engine.split); sae_source (the SAE the current features came from: a local
+-- folder, 'release/sae_id' or '', written with the features; engine.clusters reads its decoder there).
 CREATE TABLE IF NOT EXISTS meta (
     key   VARCHAR PRIMARY KEY,
     value VARCHAR NOT NULL

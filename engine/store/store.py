@@ -16,6 +16,7 @@ import duckdb
 
 from engine import safe_text
 from engine.errors import InputError, RldiffError, StoreLockedError
+from engine.store.queries.study import checkpoint_names, meta_value
 
 if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store long before it needs them
     import polars as pl
@@ -217,6 +218,53 @@ class Store:
             self._con.unregister(view)
         return arrow.num_rows
 
+    def publish_staged(self, staging: str, tables: tuple[str, ...]) -> int:
+        """Move the rows of `tables` staged in `staging` (`Store.staging`) into the store; call it inside a
+        transaction. Returns the rows moved."""
+        moved = 0
+        for table in tables:
+            moved += int(self.scalar(f"INSERT INTO main.{table} BY NAME SELECT * FROM {staging}.{table}"))
+        return moved
+
+    def replace(self, tables: dict[str, pl.DataFrame | pa.Table]) -> None:
+        """Replace the whole contents of each table by its rows, in one transaction (tables that refer to
+        others come after them: they are cleared first and filled last)."""
+        with self.transaction():
+            for table in reversed(tables):
+                self._con.execute(f"DELETE FROM {table}")
+            for table, rows in tables.items():
+                self.append(table, rows)
+
+    @contextmanager
+    def temp_table(self, name: str, rows: pl.DataFrame) -> Iterator[str]:
+        """`rows` as a temporary table on the store's connection (for a stage's own query to join); dropped on
+        exit. Yields its name."""
+        view = f"_temp_{name}"
+        self._con.register(view, rows.to_arrow())
+        try:
+            self._con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {view}")
+        finally:
+            self._con.unregister(view)
+        try:
+            yield name
+        finally:
+            self._con.execute(f"DROP TABLE IF EXISTS temp.{name}")
+
+    @contextmanager
+    def shadowed(self, tables: tuple[str, ...]) -> Iterator[None]:
+        """Empty temporary copies of `tables` that shadow the stored ones on this connection (DuckDB resolves
+        unqualified names to temporary tables first), for a reader to run on other rows; dropped on exit."""
+        database = '"' + str(self.scalar("SELECT current_database()")).replace('"', '""') + '"'
+        try:
+            for table in tables:
+                self._con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM {database}.main.{table} LIMIT 0"
+                )
+            yield
+        finally:
+            for table in tables:
+                self._con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
     def set_rollout_column(self, column: str, rows: pl.DataFrame) -> None:
         """Set `rollouts.column` from `rows` (rollout_key and `column`) in one statement; other rollouts keep theirs."""
         view = f"_set_rollouts_{column}"
@@ -254,8 +302,8 @@ class Store:
 
     def meta(self, key: str) -> str | None:
         """One `meta` entry, or None."""
-        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
+        return meta_value(self, key)
 
     def checkpoints(self) -> list[str]:
         """Checkpoint names in the order they were first ingested."""
-        return [r[0] for r in self._con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
+        return checkpoint_names(self)

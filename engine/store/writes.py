@@ -10,11 +10,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
-
 from engine.errors import InputError
-
-Connection = duckdb.DuckDBPyConnection
+from engine.store.queries.base import Connection, fetchone
 
 DECISIONS = ("accepted", "rejected")
 DIRECTIONS = ("increase", "decrease")
@@ -26,7 +23,7 @@ def _now() -> datetime:
 
 
 def _require_hypothesis(con: Connection, hypothesis_id: int) -> None:
-    if not con.execute("SELECT count(*) FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id]).fetchone()[0]:
+    if not fetchone(con, "SELECT count(*) FROM hypotheses WHERE hypothesis_id = ?", [hypothesis_id])[0]:
         raise InputError(f"no hypothesis with id {hypothesis_id}")
 
 
@@ -50,7 +47,7 @@ def set_note(con: Connection, hypothesis_id: int, note: str) -> None:
 def set_user_label(con: Connection, hypothesis_id: int, segment_id: int, label: bool) -> None:
     """Record (or replace) the user's yes/no label of one segment for a hypothesis."""
     _require_hypothesis(con, hypothesis_id)
-    if not con.execute("SELECT count(*) FROM segments WHERE segment_id = ?", [segment_id]).fetchone()[0]:
+    if not fetchone(con, "SELECT count(*) FROM segments WHERE segment_id = ?", [segment_id])[0]:
         raise InputError(f"no segment with id {segment_id}")
     con.execute(
         "INSERT OR REPLACE INTO user_labels (hypothesis_id, segment_id, label, created_at) VALUES (?, ?, ?, ?)",
@@ -76,7 +73,7 @@ def add_user_hypothesis(
         raise InputError(f"labeler must be one of {', '.join(LABELERS)}, not {labeler!r}")
     con.execute("BEGIN TRANSACTION")
     try:
-        new_id = int(con.execute("SELECT coalesce(max(hypothesis_id) + 1, 0) FROM hypotheses").fetchone()[0])
+        new_id = int(fetchone(con, "SELECT coalesce(max(hypothesis_id) + 1, 0) FROM hypotheses")[0])
         con.execute(
             "INSERT INTO hypotheses (hypothesis_id, statement, direction, labeler, spec, status, origin, "
             "provenance, created_at, exploratory) VALUES (?, ?, ?, ?, ?, 'proposed', 'user', ?, ?, ?)",

@@ -2,8 +2,9 @@
 
 Every function takes a DuckDB connection or cursor first, so it can run in a worker thread on a cursor of its
 own, and returns frozen dataclasses (no polars: the TUI imports this package on its start-up path). One module
-per subject (overview, deltas, features, clusters, hypotheses, rollouts, search; `base` holds what they share);
-what callers use is re-exported here.
+per subject (overview, deltas, features, clusters, hypotheses, rollouts, search; the study's records in `study`,
+stage runs in `runs`, the stages' and the ledger's writes in `ingest`, `results` and `llm`; `base` holds what
+they share); what the TUI, the MCP server and the report use is re-exported here.
 """
 
 from engine.store.queries.base import Connection
@@ -20,6 +21,7 @@ from engine.store.queries.features import (
     TaskDelta,
     example_sentence,
     feature_detail,
+    feature_labels,
     ngram_list,
     segment_activations,
     sentence_features,
@@ -38,13 +40,13 @@ from engine.store.queries.hypotheses import (
 )
 from engine.store.queries.overview import (
     AnalysisCounts,
+    AnalysisOutcome,
     CheckpointSummary,
     StageStatus,
     StudySummary,
     analysis_counts,
-    checkpoint_names,
+    analysis_outcome,
     checkpoint_summaries,
-    compared_checkpoints,
     stage_statuses,
     study_summary,
 )
@@ -60,9 +62,11 @@ from engine.store.queries.rollouts import (
     transcript,
 )
 from engine.store.queries.search import SearchHit, search
+from engine.store.queries.study import analysis_config, checkpoint_names, compared_checkpoints, sae_source
 
 __all__ = [
     "AnalysisCounts",
+    "AnalysisOutcome",
     "CheckpointSummary",
     "ClusterMember",
     "ClusterRow",
@@ -91,7 +95,9 @@ __all__ = [
     "StudySummary",
     "TaskDelta",
     "Transcript",
+    "analysis_config",
     "analysis_counts",
+    "analysis_outcome",
     "checkpoint_summaries",
     "cluster_members",
     "clusters",
@@ -101,12 +107,14 @@ __all__ = [
     "delta_page",
     "example_sentence",
     "feature_detail",
+    "feature_labels",
     "hypotheses",
     "hypothesis",
     "hypothesis_examples",
     "label_candidates",
     "ngram_list",
     "rollout_page",
+    "sae_source",
     "search",
     "segment_activations",
     "segment_location",

@@ -1,17 +1,45 @@
-"""What every query module shares: the connection type, rows as dicts, a segment's reference."""
+"""What every query module shares: the connection type, typed row fetches, rows as dicts, a segment's reference."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
+
+from engine.errors import RldiffError
 
 Connection = duckdb.DuckDBPyConnection
 
 
-def fetch_dicts(con: Connection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+class Executor(Protocol):
+    """What runs a statement: a DuckDB connection or cursor, or a `Store` (its writer's connection)."""
+
+    def execute(self, sql: str, params: list[Any] | None = None, /) -> Connection: ...
+
+
+def fetchone(con: Executor, sql: str, params: list[Any] | None = None) -> tuple[Any, ...]:
+    """The first row of a query that always returns one (an aggregate); a clear error when it returns none."""
+    rows = con.execute(sql, params or []).fetchall()  # fetched to the end: DuckDB 2 keeps the connection busy
+    if not rows:
+        raise RldiffError(f"the store returned no row for: {sql[:80]}")
+    return tuple(rows[0])
+
+
+def first_row(con: Executor, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+    """The first row of a query, or None when it returns none."""
+    rows = con.execute(sql, params or []).fetchall()
+    return tuple(rows[0]) if rows else None
+
+
+def fetch_rows(con: Executor, sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+    """Every row of a query, as tuples."""
+    return [tuple(r) for r in con.execute(sql, params or []).fetchall()]
+
+
+def fetch_dicts(con: Executor, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+    """Every row of a query, as dicts by column name."""
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.kinds import DeltaKind, DeltaSort, Direction, Source
-from engine.store.queries.base import Connection, fetch_dicts
+from engine.store.queries.base import Connection, fetch_dicts, fetchone
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 
         raise ValueError(f"unknown sort {flt.sort!r}; one of {', '.join(_DELTA_ORDER)}")
     where, params = _delta_where(flt)
     base = f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE {where}"
-    total = int(con.execute(f"SELECT count(*) {base}", params).fetchone()[0])
+    total = int(fetchone(con, f"SELECT count(*) {base}", params)[0])
     rows = fetch_dicts(
         con,
         f"SELECT {DELTA_COLUMNS} {base} ORDER BY {_DELTA_ORDER[flt.sort]}, d.feature_id, d.kind LIMIT ? OFFSET ?",

@@ -224,3 +224,15 @@ def sentence_features(con: Connection, limit: int = 10) -> list[SentenceFeature]
         )
         for r in rows
     ]
+
+
+def feature_labels(con: Connection, feature_ids: list[int]) -> dict[int, str]:
+    """The label of each of `feature_ids` that exists."""
+    return {
+        int(r["feature_id"]): r["label"]
+        for r in fetch_dicts(
+            con,
+            "SELECT feature_id, label FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))",
+            [feature_ids],
+        )
+    }

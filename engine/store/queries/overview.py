@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engine.store.queries.base import Connection, fetch_dicts, json_value
+from engine.store.queries.base import Connection, Executor, fetch_dicts, fetch_rows, fetchone, json_value
+from engine.store.queries.study import compared_checkpoints, meta_value
 
 
 @dataclass(frozen=True)
@@ -79,24 +80,6 @@ class StudySummary:
         )
 
 
-def compared_checkpoints(con: Connection) -> tuple[str | None, str | None]:
-    """The (before, after) pair of the latest finished analysis, else the first two checkpoints ingested."""
-    row = con.execute(
-        "SELECT json_extract_string(config, '$.before'), json_extract_string(config, '$.after') FROM runs "
-        "WHERE status = 'done' AND json_extract_string(config, '$.before') IS NOT NULL "
-        "ORDER BY finished_at DESC LIMIT 1"
-    ).fetchone()
-    if row and row[0] and row[1]:
-        return row[0], row[1]
-    names = checkpoint_names(con)
-    return (names[0] if names else None), (names[1] if len(names) > 1 else None)
-
-
-def checkpoint_names(con: Connection) -> list[str]:
-    """Every checkpoint, in ingest order."""
-    return [r[0] for r in con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal").fetchall()]
-
-
 def checkpoint_summaries(con: Connection) -> list[CheckpointSummary]:
     """Every checkpoint with its counts and success rate (the CI `rldiff info` prints), in ingest order."""
     import numpy as np
@@ -160,30 +143,28 @@ def stage_statuses(con: Connection) -> list[StageStatus]:
     ]
 
 
+# The tasks with rollouts in every checkpoint.
+SHARED_TASKS = (
+    "SELECT task_id FROM rollouts GROUP BY task_id HAVING count(DISTINCT checkpoint) = "
+    "(SELECT count(*) FROM checkpoints)"
+)
+
+
 def study_summary(con: Connection) -> StudySummary:
+    """The study at a glance: checkpoints, counts, stages, the split and the compared pair."""
     before, after = compared_checkpoints(con)
     return StudySummary(
         checkpoints=checkpoint_summaries(con),
         before=before,
         after=after,
-        n_tasks=int(con.execute("SELECT count(DISTINCT task_id) FROM rollouts").fetchone()[0]),
-        n_features=int(con.execute("SELECT count(*) FROM features").fetchone()[0]),
-        n_hypotheses=int(con.execute("SELECT count(*) FROM hypotheses").fetchone()[0]),
+        n_tasks=int(fetchone(con, "SELECT count(DISTINCT task_id) FROM rollouts")[0]),
+        n_features=int(fetchone(con, "SELECT count(*) FROM features")[0]),
+        n_hypotheses=int(fetchone(con, "SELECT count(*) FROM hypotheses")[0]),
         stages=stage_statuses(con),
-        n_shared_tasks=int(
-            con.execute(
-                "SELECT count(*) FROM (SELECT task_id FROM rollouts GROUP BY task_id "
-                "HAVING count(DISTINCT checkpoint) = (SELECT count(*) FROM checkpoints))"
-            ).fetchone()[0]
-        ),
-        split_mode=_meta(con, "split_mode"),
-        split_warning=_meta(con, "split_warning"),
+        n_shared_tasks=int(fetchone(con, f"SELECT count(*) FROM ({SHARED_TASKS})")[0]),
+        split_mode=meta_value(con, "split_mode"),
+        split_warning=meta_value(con, "split_warning"),
     )
-
-
-def _meta(con: Connection, key: str) -> str | None:
-    row = con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-    return row[0] if row else None
 
 
 @dataclass(frozen=True)
@@ -226,4 +207,47 @@ def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
         n_clusters=int(con.execute("SELECT count(*) FROM clusters").fetchall()[0][0]),
         hypotheses_by_status=statuses,
         decisions=decisions,
+    )
+
+
+@dataclass(frozen=True)
+class AnalysisOutcome:
+    """What an analysis found, in the figures an A/A check (`rldiff check-null`) reports."""
+
+    n_rollouts: int
+    n_tasks: int
+    n_shared_tasks: int
+    validated: list[str]  # statements of validated hypotheses, by id
+    n_hypotheses_tested: int
+    min_hypothesis_q: float | None
+    min_delta_q: float | None
+    min_delta_p: float | None
+    n_deltas_tested: int
+    n_significant_deltas: int  # tested deltas with q < `fdr`
+
+
+def analysis_outcome(con: Executor, fdr: float) -> AnalysisOutcome:
+    """Counts of the study, its validated hypotheses and the smallest q- and p-values of what was tested."""
+    n_rollouts, n_tasks, n_shared = fetchone(
+        con, f"SELECT count(*), count(DISTINCT task_id), (SELECT count(*) FROM ({SHARED_TASKS})) FROM rollouts"
+    )
+    validated = fetch_rows(con, "SELECT statement FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id")
+    tested, min_h = fetchone(con, "SELECT count(q_value), min(q_value) FROM hypotheses")
+    min_d, min_p, n_deltas, significant = fetchone(
+        con,
+        "SELECT min(q_value), min(p_value), count(*), count(*) FILTER (WHERE q_value < ?) FROM feature_deltas "
+        "WHERE tested",
+        [fdr],
+    )
+    return AnalysisOutcome(
+        n_rollouts=int(n_rollouts),
+        n_tasks=int(n_tasks),
+        n_shared_tasks=int(n_shared),
+        validated=[r[0] for r in validated],
+        n_hypotheses_tested=int(tested),
+        min_hypothesis_q=min_h,
+        min_delta_q=min_d,
+        min_delta_p=min_p,
+        n_deltas_tested=int(n_deltas),
+        n_significant_deltas=int(significant),
     )

@@ -1,11 +1,24 @@
-"""Rollouts a page at a time, one transcript, a segment's place."""
+"""Rollouts a page at a time, one transcript, a segment's place, the rollout table's columns."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.store.queries.base import SEGMENT_REF_COLUMNS, Connection, SegmentRef, fetch_dicts, json_value, segment_ref
+from engine.store.queries.base import (
+    SEGMENT_REF_COLUMNS,
+    Connection,
+    Executor,
+    SegmentRef,
+    fetch_dicts,
+    fetch_rows,
+    fetchone,
+    json_value,
+    segment_ref,
+)
+
+if TYPE_CHECKING:  # pyarrow loads on first use: the TUI imports this module on its start-up path
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,7 @@ def rollout_page(
         clauses.append("(r.task_id ILIKE ? OR r.rollout_id ILIKE ?)")
         params += [f"%{search}%", f"%{search}%"]
     where = " AND ".join(clauses)
-    total = int(con.execute(f"SELECT count(*) FROM rollouts r WHERE {where}", params).fetchone()[0])
+    total = int(fetchone(con, f"SELECT count(*) FROM rollouts r WHERE {where}", params)[0])
     rows = _rollout_rows(
         con,
         f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts r JOIN checkpoints c USING (checkpoint) WHERE {where} "
@@ -143,3 +156,32 @@ def segment_location(con: Connection, segment_id: int) -> SegmentRef | None:
         [segment_id],
     )
     return segment_ref(rows[0]) if rows else None
+
+
+def rollout_columns(con: Executor) -> list[str]:
+    """The rollouts table's column names."""
+    return [r[0] for r in fetch_rows(con, "SELECT column_name FROM (DESCRIBE rollouts)")]
+
+
+def count_where(con: Executor, expression: str) -> int:
+    """How many rollouts a (checked) `--where` expression keeps; DuckDB's error when it does not bind."""
+    return int(fetch_rows(con, f"SELECT count(*) FROM rollouts WHERE ({expression})")[0][0])
+
+
+def heldout_segments_at(con: Connection, positions: pa.Table) -> list[tuple[str, int]]:
+    """(label, segment id) of the held-out segments at `positions` (label, checkpoint, rollout_id,
+    message_index, part_index, kind). `con` is a cursor of its own (the positions are registered on it)."""
+    con.register("_positions", positions)
+    try:
+        return [
+            (str(label), int(segment_id))
+            for label, segment_id in fetch_rows(
+                con,
+                "SELECT p.label, s.segment_id FROM _positions p JOIN rollouts r "
+                "ON r.checkpoint = p.checkpoint AND r.rollout_id = p.rollout_id JOIN segments s ON s.rollout_key = "
+                "r.rollout_key AND s.message_index = p.message_index AND s.part_index = p.part_index "
+                "AND s.kind = p.kind WHERE r.split = 'heldout'",
+            )
+        ]
+    finally:
+        con.unregister("_positions")
