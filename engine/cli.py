@@ -333,7 +333,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_hypothesis_add(args: argparse.Namespace) -> int:
-    from engine.hypotheses.ledger import add_hypothesis
+    from engine.hypotheses.lifecycle import add_hypothesis
     from engine.progress import emit_result
     from engine.store import Store
 
@@ -358,7 +358,7 @@ def cmd_hypothesis_add(args: argparse.Namespace) -> int:
 
 def cmd_hypothesis_test(args: argparse.Namespace) -> int:
     from engine.console import validation_text
-    from engine.hypotheses.ledger import test_hypothesis
+    from engine.hypotheses.lifecycle import test_hypothesis
     from engine.progress import for_terminal
     from engine.store import Store
 
@@ -368,7 +368,7 @@ def cmd_hypothesis_test(args: argparse.Namespace) -> int:
 
 
 def cmd_hypothesis_decide(args: argparse.Namespace) -> int:
-    from engine.hypotheses.ledger import decide
+    from engine.hypotheses.lifecycle import decide
     from engine.store import Store
 
     with Store(_existing(args.store)) as store:
@@ -377,7 +377,7 @@ def cmd_hypothesis_decide(args: argparse.Namespace) -> int:
 
 
 def cmd_hypothesis_label(args: argparse.Namespace) -> int:
-    from engine.hypotheses.ledger import add_user_label
+    from engine.hypotheses.lifecycle import add_user_label
     from engine.store import Store
 
     with Store(_existing(args.store)) as store:

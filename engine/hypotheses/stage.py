@@ -22,7 +22,8 @@ from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
 from engine.hypotheses.draft import MIN_Z, Discovery, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
-from engine.hypotheses.ledger import (
+from engine.hypotheses.lexical import lexical_sources
+from engine.hypotheses.lifecycle import (
     SPLIT_NAMES,
     STAGE,
     hypothesis_kinds,
@@ -34,7 +35,6 @@ from engine.hypotheses.ledger import (
     revalidate,
     tested_split,
 )
-from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
 from engine.llm.client import LLMResult

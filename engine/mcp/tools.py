@@ -421,7 +421,7 @@ class StudyTools:
         """WRITES: add a hypothesis to the store, labelled by exactly one of: a regex `pattern`, a
         `verifier` spec, or a `judge_question` (needs ANTHROPIC_API_KEY in the server's environment to test).
         It starts as 'proposed'; call run_hypothesis_test with the returned hypothesis_id to test it."""
-        from engine.hypotheses import ledger
+        from engine.hypotheses import lifecycle
         from engine.hypotheses.exposure import exploratory_note
         from engine.hypotheses.verifier import Verifier
 
@@ -435,7 +435,7 @@ class StudyTools:
                     s.con, statement, direction, "verifier", spec, exploratory=exploratory_note(s.con)
                 )
             else:
-                hypothesis_id = ledger.add_hypothesis(
+                hypothesis_id = lifecycle.add_hypothesis(
                     s.store,
                     statement,
                     pattern=pattern or None,
@@ -459,12 +459,12 @@ class StudyTools:
         """WRITES: label the held-out split for one hypothesis (verifier: every segment; judge: a stratified
         sample) and test it with the other labelled hypotheses as one family (their q-values are
         recomputed). Returns the status (validated / rejected / inconclusive), why, and the statistics."""
-        from engine.hypotheses import ledger
+        from engine.hypotheses import lifecycle
         from engine.hypotheses.budget import Budget
 
         budget = Budget(MCP_TEST_BUDGET_S, _CANCEL.get(None))
         with self.access.writing() as s:
-            validation = ledger.test_hypothesis(s.store, hypothesis_id, budget=budget)
+            validation = lifecycle.test_hypothesis(s.store, hypothesis_id, budget=budget)
             row = queries.hypothesis(s.con, hypothesis_id)
         assert row is not None  # just tested
         return to_json(asdict(validation) | {"statement": row.statement, "direction": row.direction})
@@ -479,10 +479,10 @@ class StudyTools:
     ) -> str:
         """WRITES: record the user's triage of a hypothesis (accepted / rejected / none) with an optional note.
         Only do this when the user asked for it."""
-        from engine.hypotheses import ledger
+        from engine.hypotheses import lifecycle
 
         with self.access.writing() as s:
-            ledger.decide(s.store, hypothesis_id, None if decision == "none" else decision, note)
+            lifecycle.decide(s.store, hypothesis_id, None if decision == "none" else decision, note)
             row = queries.hypothesis(s.con, hypothesis_id)
         assert row is not None  # decide() checked it exists
         return to_json(
