@@ -530,7 +530,7 @@ def _analyze_options(parser: argparse.ArgumentParser, *, checkpoints: bool = Tru
 
 def build_parser() -> argparse.ArgumentParser:
     from engine.ingest import FORMATS
-    from engine.kinds import SEGMENT_KINDS
+    from engine.kinds import DECISION_FILTERS, DELTA_KINDS, DIRECTIONS, HYPOTHESIS_STATUSES, SEGMENT_KINDS
 
     parser = argparse.ArgumentParser(
         prog="rldiff",
@@ -572,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
     p.add_argument("store")
-    p.add_argument("--kind", choices=(*SEGMENT_KINDS, "any"), help="only this segment kind")
+    p.add_argument("--kind", choices=DELTA_KINDS, help="only this segment kind")
     p.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
     p.add_argument("--by", choices=("reward",), help="reward: prevalence within successes and within failures")
     p.add_argument("--json", action="store_true", help="as JSON, for scripts")
@@ -601,11 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--kind", choices=SEGMENT_KINDS, help="only segments of this kind")
     p.add_argument("--min-similarity", type=float, help="cosine an exemplar match needs (with --like; default 0.7)")
-    p.add_argument("--direction", choices=("increase", "decrease"), default="increase")
+    p.add_argument("--direction", choices=DIRECTIONS, default="increase")
     p = hsub.add_parser("list", help="list the hypotheses with their status and q")
     p.set_defaults(handler=cmd_hypothesis_list)
     p.add_argument("store")
-    p.add_argument("--status", choices=("proposed", "validated", "rejected", "inconclusive", "exploratory"))
+    p.add_argument("--status", choices=HYPOTHESIS_STATUSES)
     p.add_argument("--json", action="store_true", help="as JSON, for scripts")
     p = hsub.add_parser("test", help="validate a hypothesis on the held-out split")
     p.set_defaults(handler=cmd_hypothesis_test)
@@ -616,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=cmd_hypothesis_decide)
     p.add_argument("store")
     p.add_argument("id", type=int)
-    p.add_argument("decision", choices=("accepted", "rejected", "undecided"))
+    p.add_argument("decision", choices=DECISION_FILTERS)
     p.add_argument("--note")
     p = hsub.add_parser("label", help="label one segment yourself, to calibrate the labeler")
     p.set_defaults(handler=cmd_hypothesis_label)

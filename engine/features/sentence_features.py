@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("concept", "group")
 MAX_TRAIN_SENTENCES = 50_000  # discovery sentences embedded for training (float32 x 384: 77 MB)
 BLOCK = 4096  # distinct sentences scored at once
 LABEL_SENTENCES = 24  # top sentences a label is drawn from

@@ -36,6 +36,7 @@ from engine.features.sae_features import write_sae_features
 from engine.features.settings import FeatureSettings
 from engine.features.structural_features import write_structural
 from engine.features.training import trained_sae
+from engine.kinds import SOURCES
 from engine.progress import Progress
 from engine.runs import invalidate_downstream, is_done, record_run
 from engine.store import Store
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 STAGE = "features"
 VERSION = 1  # bump when the stage's outputs change meaning
 OUTPUTS = ("features", "segment_features", "feature_examples", "sentences")  # the tables it replaces
-_SOURCES = "('sae', 'structural', 'concept', 'group')"
+_SOURCES = f"({', '.join(repr(s) for s in SOURCES)})"
 _OURS = f"SELECT feature_id FROM features WHERE source IN {_SOURCES}"
 
 

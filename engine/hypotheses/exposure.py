@@ -16,7 +16,6 @@ import duckdb
 Connection = duckdb.DuckDBPyConnection
 
 VIAS = ("cli", "tui", "mcp")
-EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said
 
 
 def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = None) -> None:

@@ -37,6 +37,7 @@ from engine.hypotheses.lifecycle import (
 )
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
+from engine.kinds import HYPOTHESIS_STATUSES
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -147,7 +148,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "tested": len(results),
             "too_slow": too_slow + len(slow),
             "judge_dropped": judge_dropped,
-            **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive", "exploratory")},
+            **{s: statuses.count(s) for s in HYPOTHESIS_STATUSES if s != "proposed"},
             **(session.meter.summary() if session else {}),
         }
         return len(labelled)

@@ -13,12 +13,9 @@ from typing import Any
 import duckdb
 
 from engine.errors import InputError
+from engine.kinds import DECISIONS, DIRECTIONS, LABELERS
 
 Connection = duckdb.DuckDBPyConnection
-
-DECISIONS = ("accepted", "rejected")
-DIRECTIONS = ("increase", "decrease")
-LABELERS = ("verifier", "judge")
 
 
 def _now() -> datetime:
