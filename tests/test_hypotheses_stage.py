@@ -143,7 +143,7 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
     path = str(store.path)
     store.close()
     buffer = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=buffer, width=200, highlight=False))
+    monkeypatch.setattr(cli.output, "out", Console(file=buffer, width=200, highlight=False))
     assert cli.main(["hypothesis", "show", path, "0"]) == 0  # no examples asked: nothing logged
     with Store(path) as s:
         assert s.scalar("SELECT count(*) FROM heldout_views") == 0

@@ -222,3 +222,11 @@ def sentence_features(con: Connection, limit: int = 10) -> list[SentenceFeature]
         )
         for r in rows
     ]
+
+
+def feature_labels(con: Connection, feature_ids: list[int]) -> dict[int, str]:
+    """The labels of these features (those that exist), by id."""
+    rows = con.execute(
+        "SELECT feature_id, label FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))", [feature_ids]
+    ).fetchall()
+    return {int(fid): label for fid, label in rows}

@@ -62,7 +62,8 @@ def hypotheses(
     con: Connection, status: Status | None = None, decision: DecisionFilter | None = None
 ) -> list[HypothesisRow]:
     """The triage queue: validated first, then by q. `decision='undecided'` selects those without one."""
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
     if status:
         clauses.append("status = ?")
         params.append(status)
