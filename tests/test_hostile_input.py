@@ -31,7 +31,7 @@ from engine.hypotheses.draft import Discovery, draft_request, explanation_reques
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import Source
 from engine.hypotheses.verifier import MAX_REGEXES, SpecError, Verifier
-from engine.ingest import formats
+from engine.ingest import input_file
 from engine.progress import NullProgress
 from engine.report import write_report
 from engine.store import Store
@@ -227,7 +227,7 @@ def test_detection_reports_line_one_and_skip_bad_skips_it(tmp_path: Path, capsys
 def test_a_huge_first_line_is_refused_without_being_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(formats, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(input_file, "MAX_LINE_BYTES", 1 << 20)
     huge = json.dumps(record(messages=[{"role": "assistant", "content": "y" * (40 << 20)}]))
     source = _gzip(tmp_path / "huge.jsonl.gz", f"{huge}\n{json.dumps(record('r1'))}\n")
     store = tmp_path / "s.duckdb"
