@@ -214,7 +214,7 @@ HELD_OUT_ORDINARY = [
 def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
     from factories_features import MINILM
 
-    from engine.features.reader import resolve_reader
+    from engine.features.reader_spec import resolve_reader
     from engine.features.sentence_embed import SentenceEmbedder
     from engine.features.sentences import split_sentences
     from engine.features.settings import FeatureSettings

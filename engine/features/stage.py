@@ -28,7 +28,8 @@ from engine.config import AnalyzeConfig
 from engine.features import sentence_features
 from engine.features.cache import ActivationCache, side_dir
 from engine.features.inputs import INPUT_FORMAT
-from engine.features.reader import reader_dtype, resolve_device, resolve_reader
+from engine.features.reader import reader_dtype, resolve_device
+from engine.features.reader_spec import resolve_reader
 from engine.features.reading import fill_cache
 from engine.features.run import SEGMENTS, FeatureRun
 from engine.features.sae import check_sae, hook_layer, load_folder, load_pretrained, parse_sae_spec, sparse_codes
