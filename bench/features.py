@@ -42,7 +42,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from engine.features.reader import Reader, ReaderStats, resolve_reader  # noqa: E402
+from engine.features.reader import Reader, ReaderStats  # noqa: E402
+from engine.features.reader_spec import resolve_reader  # noqa: E402
 from engine.features.settings import FeatureSettings  # noqa: E402
 from engine.store import Store  # noqa: E402
 

@@ -34,13 +34,12 @@ sys.path.insert(0, str(REPO))
 from engine.features.encode import segment_maxima  # noqa: E402
 from engine.features.reader import (  # noqa: E402
     Reader,
-    ReaderSpec,
     ReaderStats,
     Tokenized,
-    default_layer,
     truncate_config,
     truncate_model,
 )
+from engine.features.reader_spec import ReaderSpec, default_layer  # noqa: E402
 from engine.features.settings import FeatureSettings  # noqa: E402
 
 # Qwen3-1.7B (Qwen/Qwen3-1.7B config.json)

@@ -28,7 +28,7 @@ from bench.paraphrases import PARAPHRASES, UNRELATED
 from bench.sentences import sample_texts
 from engine.features import groups
 from engine.features.concepts import train_concepts
-from engine.features.reader import resolve_reader
+from engine.features.reader_spec import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentence_features import concept_rows
 from engine.features.sentences import split_sentences

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from engine import deltas
 from engine.config import AnalyzeConfig
+from engine.kinds import DIRECTIONS
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.fdr import bh_qvalues
@@ -202,7 +203,7 @@ def build_clusters(
     significant = significant_features(store, config.fdr)
     decoder = decoder_directions(store)
     members, next_id = [], 0
-    for direction in ("increase", "decrease"):
+    for direction in DIRECTIONS:
         group = significant.filter(pl.col("direction") == direction).sort("feature_id")
         if group.height == 0:
             continue

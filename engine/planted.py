@@ -22,13 +22,14 @@ import polars as pl
 from scipy.stats import fisher_exact
 
 from engine.config import AnalyzeConfig
-from engine.hypotheses.ngrams import NgramIndex, ngram_regex
+from engine.hypotheses.ngrams import NgramIndex
 from engine.hypotheses.population import load_population
 from engine.hypotheses.verifier import Verifier
 from engine.progress import NullProgress, Progress
 from engine.stats.fdr import bh_qvalues
 from engine.store import Store
 from engine.store.queries.rollouts import heldout_segments_at
+from engine.text import ngram_regex
 
 log = logging.getLogger(__name__)
 

@@ -5,6 +5,9 @@ hedges); every slot has a pool of synonyms. A `Vocabulary` keeps a seeded share 
 vocabulary seeds write the same behaviour with partly disjoint words: a result that holds for both does not
 depend on one wording. The arithmetic slots `{count}`, `{price}` and `{total}` are filled with numbers that
 agree (total = count x price), for the re-checking behaviour.
+
+Over 400 lines because it is data: the code is its first 90 lines, the rest the synonym pools of four
+grammars and the background sentences, which read best beside the templates they fill.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ EXCEPTIONS: dict[str, str] = {
     "engine/features/": "the features stage streams its segments in record batches and fills its staging tables",
     "engine/strata.py": "the reward strata's prevalence table (analytical) and DuckDB's parser for --where",
     "engine/mcp/sql.py": "the MCP `sql` tool runs a user's read-only SQL on the store's read-only connection",
-    "engine/cli.py": "one feature-label lookup, to move with the CLI's split (issue #15)",
 }
 SCANNED = ("engine", "tui")
 

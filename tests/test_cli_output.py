@@ -31,7 +31,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(monkeypatch: pytest.MonkeyPatch, *argv: str, width: int = 80) -> str:
     buffer = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=buffer, width=width, highlight=False))
+    monkeypatch.setattr(cli.output, "out", Console(file=buffer, width=width, highlight=False))
     assert cli.main(list(argv)) == 0
     return buffer.getvalue()
 
@@ -53,7 +53,7 @@ def test_elide_middle_keeps_both_ends() -> None:
 
 
 def test_deltas_json(study: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "out", Console(file=io.StringIO()))
+    monkeypatch.setattr(cli.output, "out", Console(file=io.StringIO()))
     assert cli.main(["deltas", str(study), "--top", "5", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["deltas"]) == 5

@@ -19,7 +19,7 @@ from engine.features.concepts import (
     load_concepts,
     train_concepts,
 )
-from engine.features.reader import resolve_reader
+from engine.features.reader_spec import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentences import split_sentences
 from engine.features.settings import FeatureSettings

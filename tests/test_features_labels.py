@@ -8,8 +8,8 @@ from engine.features.labels import (
     corpus_frequencies,
     label_feature,
     snippet,
-    words,
 )
+from engine.text import words
 
 
 def example(text: str, hot: str, kind: str = "text", weak: float = 0.1) -> Example:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from engine.errors import InputError
-from engine.features.reader import Reader, default_layer, resolve_reader
+from engine.features.reader import Reader
+from engine.features.reader_spec import default_layer, resolve_reader
 from engine.features.settings import FeatureSettings
 from tests.factories_features import MINILM, tiny_reader
 

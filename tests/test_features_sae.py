@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from engine.errors import InputError
-from engine.features.reader import Reader, resolve_reader
+from engine.features.reader import Reader
+from engine.features.reader_spec import resolve_reader
 from engine.features.sae import (
     check_sae,
     encode,

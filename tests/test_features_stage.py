@@ -179,10 +179,11 @@ def test_tau2_hand_off_is_found_as_a_significant_decrease(tau2_store: Store, rea
 
 
 def test_sae_options_reach_the_settings_and_are_checked() -> None:
-    from engine.cli import _analyze_config, build_parser
+    from engine.cli.parser import build_parser
+    from engine.cli.study import analyze_config
 
     def config(*options: str) -> AnalyzeConfig:
-        return _analyze_config(build_parser().parse_args(["analyze", "study.duckdb", *options]))
+        return analyze_config(build_parser().parse_args(["analyze", "study.duckdb", *options]))
 
     given = config("--sae-width", "128", "--sae-k", "8", "--sae-steps", "50")
     settings = FeatureSettings().with_sae(given.sae_width, given.sae_k, given.sae_steps)

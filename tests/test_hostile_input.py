@@ -25,13 +25,13 @@ from engine.cli import main
 from engine.config import AnalyzeConfig
 from engine.errors import StoreLockedError
 from engine.features import structural
-from engine.hypotheses import ledger, stage
+from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.budget import Budget
 from engine.hypotheses.draft import Discovery, draft_request, explanation_requests
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import Source
 from engine.hypotheses.verifier import MAX_REGEXES, SpecError, Verifier
-from engine.ingest import formats
+from engine.ingest import input_file
 from engine.progress import NullProgress
 from engine.report import write_report
 from engine.store import Store
@@ -227,7 +227,7 @@ def test_detection_reports_line_one_and_skip_bad_skips_it(tmp_path: Path, capsys
 def test_a_huge_first_line_is_refused_without_being_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(formats, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(input_file, "MAX_LINE_BYTES", 1 << 20)
     huge = json.dumps(record(messages=[{"role": "assistant", "content": "y" * (40 << 20)}]))
     source = _gzip(tmp_path / "huge.jsonl.gz", f"{huge}\n{json.dumps(record('r1'))}\n")
     store = tmp_path / "s.duckdb"
@@ -487,8 +487,8 @@ def test_a_slow_labeler_makes_the_test_inconclusive(tmp_path: Path, monkeypatch:
         add_features(store, {})
         stage.run(store, AnalyzeConfig(before="before", after="after", permutations=100), np.random.default_rng(0),
                   NullProgress())  # fmt: skip
-        hid = ledger.add_hypothesis(store, "slow", pattern="(a+)+$")
-        result = ledger.test_hypothesis(store, hid, budget=Budget(seconds=0.0))
+        hid = lifecycle.add_hypothesis(store, "slow", pattern="(a+)+$")
+        result = lifecycle.test_hypothesis(store, hid, budget=Budget(seconds=0.0))
         assert result.status == "inconclusive" and result.reason.startswith("labeler too slow")
         assert store.scalar(
             "SELECT status || ': ' || reason FROM hypotheses WHERE hypothesis_id = ?", [hid]
@@ -546,8 +546,8 @@ def test_reports_keep_transcript_links_and_images_dead_and_strip_bidi(tmp_path: 
         add_features(store, truth)
         stage.run(store, AnalyzeConfig(before="before", after="after", permutations=200), np.random.default_rng(0),
                   NullProgress())  # fmt: skip
-        hid = ledger.add_hypothesis(store, f"apologises {leak}", pattern="apologize")
-        ledger.test_hypothesis(store, hid)
+        hid = lifecycle.add_hypothesis(store, f"apologises {leak}", pattern="apologize")
+        lifecycle.test_hypothesis(store, hid)
         markdown = write_report(store, tmp_path / "r.md").read_text()
         html = write_report(store, tmp_path / "r.html").read_text()
     assert "evil.example" in markdown and "](http" not in markdown and "![" not in markdown

@@ -12,7 +12,7 @@ from factories_hypotheses import Planted, add_features, make_study
 from engine.config import AnalyzeConfig
 from engine.console import calibration_text
 from engine.errors import InputError
-from engine.hypotheses import ledger, stage
+from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate, checkpoint_estimate, corrected_delta
 from engine.hypotheses.calibration_record import stored_calibration
 from engine.hypotheses.judge import JUDGE_SCHEMA
@@ -81,13 +81,13 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     store, truth = study
     stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
     # A too-broad verifier: matches "inconvenience" and also every "confirm".
-    hid = ledger.add_hypothesis(store, "apologies", pattern="inconvenience|confirm", kind="text")
+    hid = lifecycle.add_hypothesis(store, "apologies", pattern="inconvenience|confirm", kind="text")
     with pytest.raises(InputError, match="no hand labels"):
         calibrate(store, hid)
-    ledger.test_hypothesis(store, hid)
+    lifecycle.test_hypothesis(store, hid)
     candidates = label_candidates(store.cursor(), hid, limit=80)
     for c in candidates:
-        ledger.add_user_label(store, hid, c.segment_id, c.segment_id in truth["apology"])
+        lifecycle.add_user_label(store, hid, c.segment_id, c.segment_id in truth["apology"])
     # Labels of segments outside what the labeler's prevalence counts are ignored: a discovery segment (not the
     # tested split) and a held-out tool call (not the verifier's kind).
     discovery, tool_call = store.frame(
@@ -95,8 +95,8 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
         "min(s.segment_id) FILTER (WHERE r.split = 'heldout' AND s.kind = 'tool_call') "
         "FROM segments s JOIN rollouts r USING (rollout_key)"
     ).row(0)
-    ledger.add_user_label(store, hid, discovery, True)
-    ledger.add_user_label(store, hid, tool_call, False)
+    lifecycle.add_user_label(store, hid, discovery, True)
+    lifecycle.add_user_label(store, hid, tool_call, False)
     result = calibrate(store, hid)
     labelled = {c.segment_id: c.text for c in candidates}
     expected_fp = sum(("confirm" in t) and ("inconvenience" not in t) for t in labelled.values())
@@ -115,7 +115,7 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     assert stored["delta"] == pytest.approx(result.delta) and stored["stale"] is False
     shown = calibration_text(hid, result).plain
     assert "TP" in shown and "specificity" in shown and "corrected delta" in shown
-    ledger.test_hypothesis(store, hid)  # new labels: the stored calibration is stale
+    lifecycle.test_hypothesis(store, hid)  # new labels: the stored calibration is stale
     assert stored_calibration(store.cursor(), hid)["stale"] is True
 
 
@@ -144,7 +144,7 @@ def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkey
         }
 
     client = FakeLLMClient(responder)
-    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 5.0))
+    monkeypatch.setattr(lifecycle, "open_session", lambda store, config: LLMSession(client, store, 5.0))
     monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 5.0))
     stage.run(
         store,
@@ -168,9 +168,9 @@ def test_user_judge_hypothesis_is_tested_through_the_llm(study, monkeypatch) -> 
     store, _ = study
     stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
     client = FakeLLMClient(lambda r: {"answer": "apologize" in r.user, "evidence": "apologize"})
-    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 5.0))
-    hid = ledger.add_hypothesis(store, "The agent apologises more", judge="Does the agent apologise?", kind="text")
-    result = ledger.test_hypothesis(store, hid, llm="fake-model")
+    monkeypatch.setattr(lifecycle, "open_session", lambda store, config: LLMSession(client, store, 5.0))
+    hid = lifecycle.add_hypothesis(store, "The agent apologises more", judge="Does the agent apologise?", kind="text")
+    result = lifecycle.test_hypothesis(store, hid, llm="fake-model")
     assert result.status == "validated" and result.n_labeled > 0
     provenance = json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [hid]))
     assert provenance["labeler"] == "judge:fake-model" and provenance["split"] == "heldout"
@@ -216,7 +216,7 @@ def test_judge_drafts_pass_a_discovery_check(study, monkeypatch) -> None:
         }
 
     client = FakeLLMClient(responder)
-    monkeypatch.setattr(ledger, "open_session", lambda store, config: LLMSession(client, store, 50.0))
+    monkeypatch.setattr(lifecycle, "open_session", lambda store, config: LLMSession(client, store, 50.0))
     monkeypatch.setattr(stage, "open_session", lambda store, config: LLMSession(client, store, 50.0))
     stage.run(
         store,

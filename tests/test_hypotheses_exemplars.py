@@ -146,12 +146,12 @@ def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedd
     from factories_hypotheses import Planted, make_study
 
     from engine.errors import InputError
-    from engine.hypotheses import ledger
+    from engine.hypotheses import lifecycle
     from engine.hypotheses.population import load_population
 
     store, truth = make_study(tmp_path / "s.duckdb", [Planted("sorry", "text", "I sincerely apologize.", 0.05, 0.5)])
     with store:
-        hid = ledger.add_hypothesis(
+        hid = lifecycle.add_hypothesis(
             store, "Apologises more", like=["I am so sorry, I apologise."], kind="text", min_similarity=0.6
         )
         spec = json.loads(store.scalar("SELECT spec FROM hypotheses WHERE hypothesis_id = ?", [hid]))
@@ -159,13 +159,13 @@ def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedd
         assert spec == {"all": [{"kind": "text"}, node]}
         # MiniLM: 0.67 to "I sincerely apologize.", at most 0.26 to the filler sentences of this study
         with pytest.raises(InputError, match="--min-similarity goes with --like"):
-            ledger.add_hypothesis(store, "x", pattern="a", min_similarity=0.5)
+            lifecycle.add_hypothesis(store, "x", pattern="a", min_similarity=0.5)
         with pytest.raises(SpecError, match="min_similarity"):
-            ledger.add_hypothesis(store, "x", like=["a"], min_similarity=2.0)
+            lifecycle.add_hypothesis(store, "x", like=["a"], min_similarity=2.0)
         with pytest.raises(InputError, match="exactly one"):
-            ledger.add_hypothesis(store, "x", like=["a"], judge="q?")
+            lifecycle.add_hypothesis(store, "x", like=["a"], judge="q?")
         population = load_population(store, "before", "after", "heldout")
-        labels = ledger.label(population, "verifier", spec, None, np.random.default_rng(0))
+        labels = lifecycle.label(population, "verifier", spec, None, np.random.default_rng(0))
         positives = set(labels.filter(pl.col("label"))["segment_id"].to_list())
         planted = truth["sorry"] & set(labels["segment_id"].to_list())
         assert planted and positives == planted
@@ -214,7 +214,7 @@ HELD_OUT_ORDINARY = [
 def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
     from factories_features import MINILM
 
-    from engine.features.reader import resolve_reader
+    from engine.features.reader_spec import resolve_reader
     from engine.features.sentence_embed import SentenceEmbedder
     from engine.features.sentences import split_sentences
     from engine.features.settings import FeatureSettings

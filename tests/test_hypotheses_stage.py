@@ -15,7 +15,7 @@ from rich.console import Console
 from engine import cli
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
-from engine.hypotheses import ledger, stage
+from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.progress import NullProgress
 from engine.stats.fdr import bh_qvalues
@@ -71,13 +71,13 @@ def test_offline_stage_drafts_validates_and_skips_when_done(study) -> None:
 def test_user_hypotheses_are_tested_as_one_family(study) -> None:
     store, _ = study
     run_stage(store)
-    hid = ledger.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
+    hid = lifecycle.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
     assert store.scalar("SELECT status FROM hypotheses WHERE hypothesis_id = ?", [hid]) == "proposed"
-    result = ledger.test_hypothesis(store, hid)
+    result = lifecycle.test_hypothesis(store, hid)
     assert result.status == "validated" and result.n_labeled > 0
-    null = ledger.add_hypothesis(store, "More talk of departures", pattern="departs", direction="increase")
-    assert ledger.test_hypothesis(store, null).status in ("inconclusive", "rejected")
-    ledger.decide(store, hid, "accepted", note="matches what we saw")
+    null = lifecycle.add_hypothesis(store, "More talk of departures", pattern="departs", direction="increase")
+    assert lifecycle.test_hypothesis(store, null).status in ("inconclusive", "rejected")
+    lifecycle.decide(store, hid, "accepted", note="matches what we saw")
     row = store.frame("SELECT decision, note, origin FROM hypotheses WHERE hypothesis_id = ?", [hid]).row(0)
     assert row == ("accepted", "matches what we saw", "user")
     # A re-run keeps the user's hypotheses and re-tests them with the new drafts.
@@ -90,15 +90,15 @@ def test_user_hypotheses_are_tested_as_one_family(study) -> None:
 def test_add_refuses_bad_input(study) -> None:
     store, _ = study
     with pytest.raises(InputError, match="exactly one"):
-        ledger.add_hypothesis(store, "x")
+        lifecycle.add_hypothesis(store, "x")
     with pytest.raises(InputError, match="bad regex"):
-        ledger.add_hypothesis(store, "x", pattern="(")
+        lifecycle.add_hypothesis(store, "x", pattern="(")
     with pytest.raises(InputError, match="--kind"):
-        ledger.add_hypothesis(store, "x", pattern="a", kind="user")
-    hid = ledger.add_hypothesis(store, "Asks for confirmation", judge="Does the agent ask to confirm?")
+        lifecycle.add_hypothesis(store, "x", pattern="a", kind="user")
+    hid = lifecycle.add_hypothesis(store, "Asks for confirmation", judge="Does the agent ask to confirm?")
     run_stage(store)
     with pytest.raises(InputError, match="ANTHROPIC_API_KEY"):
-        ledger.test_hypothesis(store, hid)
+        lifecycle.test_hypothesis(store, hid)
 
 
 def test_a_phrase_no_feature_catches_is_found_lexically(tmp_path: Path) -> None:
@@ -122,8 +122,8 @@ def test_every_heldout_test_stays_in_the_family_across_reruns_and_tests(study) -
     store, _ = study
     run_stage(store)
     first = set(store.frame("SELECT statement, spec FROM heldout_tests").rows())
-    hid = ledger.add_hypothesis(store, "More departures", pattern="departs", kind="text")
-    ledger.test_hypothesis(store, hid)
+    hid = lifecycle.add_hypothesis(store, "More departures", pattern="departs", kind="text")
+    lifecycle.test_hypothesis(store, hid)
     stage.run(store, replace(CONFIG, fdr=1e-12), np.random.default_rng(1), NullProgress())
     assert store.scalar("SELECT count(*) FROM hypotheses") == 1  # the drafts are gone; the user's stays
     tests = store.frame("SELECT statement, spec, p_value FROM heldout_tests")
@@ -139,11 +139,11 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
     is tested and counted but never validated, and the report and the top findings leave it out."""
     store, _ = study
     run_stage(store)
-    before_view = ledger.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
+    before_view = lifecycle.add_hypothesis(store, "The agent apologises more", pattern=r"apologi[sz]e", kind="text")
     path = str(store.path)
     store.close()
     buffer = io.StringIO()
-    monkeypatch.setattr(cli, "out", Console(file=buffer, width=200, highlight=False))
+    monkeypatch.setattr(cli.output, "out", Console(file=buffer, width=200, highlight=False))
     assert cli.main(["hypothesis", "show", path, "0"]) == 0  # no examples asked: nothing logged
     with Store(path) as s:
         assert s.scalar("SELECT count(*) FROM heldout_views") == 0
@@ -151,9 +151,9 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
     shown = buffer.getvalue()
     assert shown.count("[held-out]") >= 2
     with Store(path) as s:
-        after_view = ledger.add_hypothesis(s, "Apologies, seen on held-out", pattern=r"apologi[sz]e", kind="text")
-        assert ledger.test_hypothesis(s, before_view).status == "validated"
-        seen = ledger.test_hypothesis(s, after_view)
+        after_view = lifecycle.add_hypothesis(s, "Apologies, seen on held-out", pattern=r"apologi[sz]e", kind="text")
+        assert lifecycle.test_hypothesis(s, before_view).status == "validated"
+        seen = lifecycle.test_hypothesis(s, after_view)
         assert seen.status == "exploratory" and "held-out examples were shown" in seen.reason
         assert "The test said validated" in seen.reason and seen.q_value is not None
         assert after_view not in [h.hypothesis_id for h in queries.top_findings(s.cursor())]
@@ -204,7 +204,7 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
         assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
         # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
         fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == "discovery")
-        assert ledger.test_hypothesis(store, fold_b).status != "validated"
+        assert lifecycle.test_hypothesis(store, fold_b).status != "validated"
         assert store.frame(
             "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
             "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",

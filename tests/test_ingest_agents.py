@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.ingest.formats import Source, detect
+from engine.ingest.formats import detect
+from engine.ingest.input_file import InputFile
 from engine.store import Store
 from tests.test_ingest_errors import snapshot
 
@@ -84,7 +85,7 @@ def segments(store: Store) -> list[tuple]:
 
 def test_swe_agent_trajectory(tmp_path: Path) -> None:
     (tmp_path / "astropy__astropy-12907.traj").write_text(json.dumps(SWE, indent=2))
-    assert detect(Source(tmp_path / "astropy__astropy-12907.traj")) == "swe-agent"
+    assert detect(InputFile(tmp_path / "astropy__astropy-12907.traj")) == "swe-agent"
     with ingest(tmp_path, "astropy__astropy-12907.traj", json.dumps(SWE, indent=2)) as store:
         assert segments(store)[:3] == [
             ("reasoning", "Find the function first."),
@@ -113,7 +114,7 @@ def test_mini_swe_agent_trajectory(tmp_path: Path) -> None:
 
 def test_responses_items(tmp_path: Path) -> None:
     (tmp_path / "probe.jsonl").write_text(json.dumps(RESPONSES) + "\n")
-    assert detect(Source(tmp_path / "probe.jsonl")) == "openai-responses"
+    assert detect(InputFile(tmp_path / "probe.jsonl")) == "openai-responses"
     with ingest(tmp_path, "r.jsonl", json.dumps(RESPONSES) + "\n") as store:
         assert segments(store) == [
             ("reasoning", "Call the weather tool."),

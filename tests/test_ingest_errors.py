@@ -153,7 +153,7 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str], monk
     def explode(*_: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("engine.cli.print_summary", explode)
+    monkeypatch.setattr("engine.cli.study.print_summary", explode)
     good = tmp_path / "good.jsonl"
     good.write_text(line() + "\n")
     assert main(["ingest", str(tmp_path / "s.duckdb"), str(good), "--checkpoint", "x"]) == 1

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.ingest import ingest_file
-from engine.ingest.formats import Source, detect, parse
+from engine.ingest.formats import detect, parse
+from engine.ingest.input_file import InputFile
 from engine.ingest.records import Rollout
 from engine.store import Store
 
@@ -36,7 +37,7 @@ def table_counts(store: Store) -> dict[str, int]:
 def test_tau_bench_counts_match_source(store: Store, shared_data: Path) -> None:
     path = shared_data / "tau-bench/gpt-4o-airline.json"
     raw = json.loads(path.read_text())
-    assert detect(Source(path)) == "tau-bench"
+    assert detect(InputFile(path)) == "tau-bench"
     result = ingest_file(store, path, "gpt-4o")
     messages, texts, calls, thinks = source_counts([r["traj"] for r in raw])
     assert result.rollouts == len(raw) == 200
@@ -67,7 +68,7 @@ def test_tau2_counts_match_source(store: Store, shared_data: Path) -> None:
     paths = sorted(p for p in (shared_data / "tau2-grok3-policy").glob("*.json") if p.name != "MANIFEST.json")
     sims = []
     for path in paths:
-        assert detect(Source(path)) == "tau2"
+        assert detect(InputFile(path)) == "tau2"
         sims.extend(json.loads(path.read_text())["simulations"])
         ingest_file(store, path, "grok-3")
     messages, texts, calls, _ = source_counts([s["messages"] for s in sims])
@@ -85,7 +86,7 @@ def test_canonical_round_trip(tmp_path: Path, shared_data: Path) -> None:
     """tau-bench -> canonical JSONL -> ingest stores exactly the same messages and segments."""
     path = shared_data / "tau-bench/gpt-4o-airline.json"
     canonical = tmp_path / "canonical.jsonl.gz"
-    rollouts = [r for r in parse(Source(path), "tau-bench") if isinstance(r, Rollout)]
+    rollouts = [r for r in parse(InputFile(path), "tau-bench") if isinstance(r, Rollout)]
     with gzip.open(canonical, "wt") as out:
         out.writelines(json.dumps(r.to_json()) + "\n" for r in rollouts)
     query = (

@@ -21,7 +21,8 @@ from inspect_ai.scorer import Score  # noqa: E402
 from inspect_ai.tool import ToolCall, ToolCallError  # noqa: E402
 
 from engine.cli import main  # noqa: E402
-from engine.ingest.formats import Source, detect  # noqa: E402
+from engine.ingest.formats import detect  # noqa: E402
+from engine.ingest.input_file import InputFile  # noqa: E402
 from engine.store import Store  # noqa: E402
 from tests.factories_features import tiny_reader  # noqa: E402
 from tests.test_ingest_errors import snapshot  # noqa: E402
@@ -71,7 +72,7 @@ def write_log(path: Path, samples: list[EvalSample], model: str = "mockllm/model
 @pytest.mark.parametrize("suffix", [".eval", ".json"])
 def test_samples_become_rollouts(suffix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = write_log(tmp_path / f"run{suffix}", [sample(0, value="I"), sample(1, value="P"), sample(1, 2, value=True)])
-    assert detect(Source(log)) == "inspect"
+    assert detect(InputFile(log)) == "inspect"
     store_path = tmp_path / "s.duckdb"
     assert main(["ingest", str(store_path), str(log), "--checkpoint", "a"]) == 0
     assert "reasoning on 6 of 6 assistant turns" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from factories_hypotheses import Planted, add_features, make_study
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
-from engine.hypotheses import ledger, stage
+from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate
 from engine.progress import NullProgress
 from engine.report import write_report
@@ -33,11 +33,11 @@ def study(tmp_path: Path):
             np.random.default_rng(0),
             NullProgress(),
         )
-        hid = ledger.add_hypothesis(store, "More departures <b>talk</b>", pattern="departs")
-        ledger.test_hypothesis(store, hid)
-        ledger.decide(store, hid, "rejected", note="just filler <i>noise</i>")
+        hid = lifecycle.add_hypothesis(store, "More departures <b>talk</b>", pattern="departs")
+        lifecycle.test_hypothesis(store, hid)
+        lifecycle.decide(store, hid, "rejected", note="just filler <i>noise</i>")
         for c in label_candidates(store.cursor(), hid, limit=30):
-            ledger.add_user_label(store, hid, c.segment_id, "departs" in c.text)  # the verifier, exactly
+            lifecycle.add_user_label(store, hid, c.segment_id, "departs" in c.text)  # the verifier, exactly
         calibrate(store, hid)
         yield store, hid
 

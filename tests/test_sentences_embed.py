@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.features.reader import resolve_reader
+from engine.features.reader_spec import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder, embedder_for_store
 from engine.features.settings import FeatureSettings
 from engine.store import Store

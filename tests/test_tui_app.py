@@ -505,7 +505,7 @@ async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
 async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_request(store_path: Path) -> None:
     """The detail shows the stored labeler calibration; held-out examples stay hidden until `e`, which logs the
     view (hypotheses written afterwards are exploratory) and marks each example held-out."""
-    from engine.hypotheses import ledger
+    from engine.hypotheses import lifecycle
     from engine.hypotheses.calibration import calibrate
     from engine.store import Store, queries
 
@@ -515,7 +515,7 @@ async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_reque
             store.frame("SELECT segment_id, label FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]).rows()
         )
         for c in queries.label_candidates(store.cursor(), hid, limit=40):
-            ledger.add_user_label(store, hid, c.segment_id, verdicts[c.segment_id])  # a person who agrees
+            lifecycle.add_user_label(store, hid, c.segment_id, verdicts[c.segment_id])  # a person who agrees
         calibrate(store, hid)
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:

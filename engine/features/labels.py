@@ -12,25 +12,15 @@ three distinctive n-grams; the snippets show the strongest activation in context
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from engine import safe_text
+from engine.text import MAX_N, Gram, all_ngrams, informative, words
 
-_WORD = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[?!$€£{}]")
-_DIGITS = re.compile(r"\d+")
-_LETTERS = re.compile(r"[a-z]")
-_STOPWORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
-    "these those i you he she we they me him her us them my your our their do does did have has had will would "
-    "can could should may might shall not no so than then there here what which who whom how when where why "
-    "all any some such into about over also just up out very".split()
-)
 KIND_NAMES = {"text": "reply", "reasoning": "reasoning", "tool_call": "tool call"}
 HOT_FRACTION = 0.5  # tokens at this share of the example's peak count as where the feature fires
 CONTEXT_WORDS = 2  # words of context an n-gram may reach beyond a hot word
@@ -54,20 +44,7 @@ class FeatureLabel:
     snippets: list[str]
 
 
-@lru_cache(maxsize=16384)
-def words(text: str) -> tuple[tuple[str, int, int], ...]:
-    """Normalised words with their character spans: lower case, digit runs as '#' (so "$85" and "$120" are
-    both "$ #"), and any word mixing letters and digits (codes, ids, flight numbers) as "<id>"."""
-    found = []
-    for m in _WORD.finditer(text):
-        word = m.group().lower()
-        if _DIGITS.search(word):
-            word = "<id>" if _LETTERS.search(word) else _DIGITS.sub("#", word)
-        found.append((word, m.start(), m.end()))
-    return tuple(found)
-
-
-def context_ngrams(example: Example) -> set[tuple[str, ...]]:
+def context_ngrams(example: Example) -> set[Gram]:
     """n-grams (1-3 words) that hold at least one of the example's hot words, within CONTEXT_WORDS of one."""
     if not example.tokens:
         return set()
@@ -81,40 +58,28 @@ def context_ngrams(example: Example) -> set[tuple[str, ...]]:
     hot = set(np.flatnonzero(overlap.any(axis=1)).tolist())
     found: set[tuple[str, ...]] = set()
     for first in {j for i in hot for j in range(i - CONTEXT_WORDS, i + 1)}:
-        for n in range(1, 4):
+        for n in range(1, MAX_N + 1):
             span = range(first, first + n)
             if first < 0 or span[-1] >= len(ws) or not hot & set(span):
                 continue
             gram = tuple(ws[j][0] for j in span)
-            if any(_informative(w) for w in gram):
+            if any(informative(w) for w in gram):
                 found.add(gram)
     return found
 
 
-def _informative(word: str) -> bool:
-    """A word a reader learns something from: not a stopword, a number ("#"), an id or a symbol. An n-gram
-    needs one ("$ # per" tells of prices per something; "# # at" or "$ #" alone tell little)."""
-    return word not in _STOPWORDS and word != "<id>" and _LETTERS.search(word) is not None
-
-
-def ngram_set(text: str) -> set[tuple[str, ...]]:
-    """Every 1-3 word n-gram of a text (for corpus frequencies)."""
-    ws = [w for w, _, _ in words(text)]
-    return {tuple(ws[i : i + n]) for n in range(1, 4) for i in range(len(ws) - n + 1)}
-
-
-def corpus_frequencies(texts: Iterable[str], candidates: set[tuple[str, ...]]) -> tuple[Counter, int]:
+def corpus_frequencies(texts: Iterable[str], candidates: set[Gram]) -> tuple[Counter, int]:
     """In how many texts each candidate n-gram occurs, and how many texts there were."""
     counts: Counter = Counter()
     n = 0
     for text in texts:
         n += 1
-        counts.update(ngram_set(text) & candidates)
+        counts.update(all_ngrams(text) & candidates)
     return counts, n
 
 
 def label_feature(
-    examples: list[Example], contexts: Sequence[set[tuple[str, ...]]], corpus: Counter, n_corpus: int
+    examples: list[Example], contexts: Sequence[set[Gram]], corpus: Counter, n_corpus: int
 ) -> FeatureLabel:
     """Label one feature from its top examples (strongest first) and their `context_ngrams`, against corpus
     document frequencies."""

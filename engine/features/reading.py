@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from engine.features.cache import ActivationCache
-from engine.features.reader import Reader, ReaderSpec
+from engine.features.reader import Reader
+from engine.features.reader_spec import ReaderSpec
 from engine.features.run import SEGMENTS, FeatureRun, rates
 
 

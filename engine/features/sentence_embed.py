@@ -32,7 +32,8 @@ import polars as pl
 
 from engine.config import DEFAULT_READER
 from engine.features.cache import INDEX_SCHEMA, ActivationCache, side_dir
-from engine.features.reader import Reader, ReaderSpec, resolve_device, resolve_reader
+from engine.features.reader import Reader, resolve_device
+from engine.features.reader_spec import ReaderSpec, resolve_reader
 from engine.features.settings import FeatureSettings
 from engine.progress import NullProgress, Progress
 from engine.store.queries.runs import features_reader

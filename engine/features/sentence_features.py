@@ -31,7 +31,7 @@ from engine.config import AnalyzeConfig
 from engine.features.cache import side_dir
 from engine.features.concepts import MIN_SENTENCES, concept_codes, load_concepts, train_concepts
 from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
-from engine.features.reader import ReaderSpec
+from engine.features.reader_spec import ReaderSpec
 from engine.features.run import CANDIDATES_PER_EXAMPLE, SEGMENTS, ranked_examples
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentence_labels import background_counts, label_sentences
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOURCES = ("concept", "group")
 MAX_TRAIN_SENTENCES = 50_000  # discovery sentences embedded for training (float32 x 384: 77 MB)
 BLOCK = 4096  # distinct sentences scored at once
 LABEL_SENTENCES = 24  # top sentences a label is drawn from

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.features.labels import KIND_NAMES, _informative, clean, words
+from engine.features.labels import KIND_NAMES, clean
+from engine.text import informative, words
 
 LABEL_WORDS = 4  # distinctive words shown in a label
 MEDOID_CHARS = 90  # the medoid sentence is cut to this many characters in the label
@@ -35,7 +36,7 @@ class SentenceLabel:
 
 def sentence_words(text: str) -> set[str]:
     """The informative words of a sentence, normalised as the token-SAE labels do (ids as <id>, digits as #)."""
-    return {w for w, _, _ in words(text) if _informative(w)}
+    return {w for w, _, _ in words(text) if informative(w)}
 
 
 def background_counts(texts: Iterable[str]) -> tuple[Counter, int]:

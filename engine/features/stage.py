@@ -28,7 +28,8 @@ from engine.config import AnalyzeConfig
 from engine.features import sentence_features
 from engine.features.cache import ActivationCache, side_dir
 from engine.features.inputs import INPUT_FORMAT
-from engine.features.reader import reader_dtype, resolve_device, resolve_reader
+from engine.features.reader import reader_dtype, resolve_device
+from engine.features.reader_spec import resolve_reader
 from engine.features.reading import fill_cache
 from engine.features.run import SEGMENTS, FeatureRun
 from engine.features.sae import check_sae, hook_layer, load_folder, load_pretrained, parse_sae_spec, sparse_codes
@@ -36,6 +37,7 @@ from engine.features.sae_features import write_sae_features
 from engine.features.settings import FeatureSettings
 from engine.features.structural_features import write_structural
 from engine.features.training import trained_sae
+from engine.kinds import SOURCES
 from engine.progress import Progress
 from engine.runs import invalidate_downstream, is_done, record_run
 from engine.store import Store
@@ -49,7 +51,7 @@ log = logging.getLogger(__name__)
 STAGE = "features"
 VERSION = 1  # bump when the stage's outputs change meaning
 OUTPUTS = ("features", "segment_features", "feature_examples", "sentences")  # the tables it replaces
-_SOURCES = "('sae', 'structural', 'concept', 'group')"
+_SOURCES = f"({', '.join(repr(s) for s in SOURCES)})"
 _OURS = f"SELECT feature_id FROM features WHERE source IN {_SOURCES}"
 
 

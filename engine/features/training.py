@@ -15,7 +15,7 @@ import polars as pl
 
 from engine.errors import InputError
 from engine.features.cache import ActivationCache, side_dir
-from engine.features.reader import ReaderSpec
+from engine.features.reader_spec import ReaderSpec
 from engine.features.run import SEGMENTS, FeatureRun
 from engine.features.sae import TrainedSae, load_trained, train_sae
 

@@ -29,7 +29,7 @@ import polars as pl
 from scipy import stats
 
 from engine.errors import InputError
-from engine.hypotheses.ledger import SPLIT_NAMES, label, open_session, tested_split
+from engine.hypotheses.lifecycle import SPLIT_NAMES, label, open_session, tested_split
 from engine.hypotheses.population import Population
 from engine.store import Store
 from engine.store.queries import testing

@@ -28,9 +28,9 @@ from engine.hypotheses.exemplars import (
     fit_exemplars,
     segment_units,
 )
-from engine.hypotheses.ngrams import NgramIndex, mostly_inside, nearly_equal, ngram_regex, ngrams, two_proportion_z
+from engine.hypotheses.ngrams import NgramIndex, mostly_inside, nearly_equal, two_proportion_z
 from engine.hypotheses.population import Population
-from engine.hypotheses.sources import Source, ngram_list
+from engine.hypotheses.sources import Source
 from engine.hypotheses.statements import (
     Rates,
     concept_statement,
@@ -44,6 +44,8 @@ from engine.llm.client import LLMRequest
 from engine.llm.fence import fence, fence_line
 from engine.llm.session import LLMSession
 from engine.llm.templates import render
+from engine.store.queries import ngram_list
+from engine.text import ngram_regex, ngrams
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from engine.store.queries.base import Connection
 from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp", "report")
-EXPLORATORY = "exploratory"  # the status of an exploratory hypothesis, whatever its test said
 
 
 def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = None) -> None:

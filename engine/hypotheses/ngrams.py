@@ -1,47 +1,15 @@
-"""Word n-grams of segments, and how an n-gram set separates the checkpoints on the discovery split."""
+"""How an n-gram set separates the checkpoints on the discovery split (n-grams as `engine.text.ngrams` reads them),
+and how far two labelers pick the same segments."""
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_']*")
-# Words with digits are identifiers (reservation ids, card numbers, flight numbers): they name one task's
-# objects, not a behaviour, so n-grams containing them are not drafted from.
-_ID = re.compile(r"\d")
-STOPWORDS = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been it its this that "
-    "these those i you we he she they me my your our their them us do does did not no so can could will "
-    "would should may might have has had there here what which who when where how all any".split()
-)
-
-
-def ngrams(text: str, max_n: int = 3) -> set[str]:
-    """Lower-cased word n-grams (1..max_n), skipping unigrams that are stopwords or short, n-grams of stopwords
-    only, and n-grams with an identifier-like word (one with a digit)."""
-    words = [w.lower() for w in _WORD.findall(text)]
-    out: set[str] = set()
-    for n in range(1, max_n + 1):
-        for i in range(len(words) - n + 1):
-            gram = words[i : i + n]
-            if n == 1 and (gram[0] in STOPWORDS or len(gram[0]) < 3):
-                continue
-            if all(w in STOPWORDS for w in gram) or any(_ID.search(w) for w in gram):
-                continue
-            out.add(" ".join(gram))
-    return out
-
-
-def ngram_regex(grams: list[str]) -> str:
-    """A case-insensitive pattern (use with ignore_case) matching any of `grams` as whole words."""
-    # Words of an n-gram may be separated by any punctuation as well as space, as the tokenizer skips it.
-    parts = [r"\W+".join(re.escape(w) for w in g.split()) for g in sorted(grams, key=lambda g: (-len(g), g))]
-    return r"\b(?:" + "|".join(parts) + r")\b"
-
+from engine.text import ngrams
 
 MOSTLY_INSIDE = 0.8  # share of one labeler's positives inside another's for it to be a narrower form of it
 

@@ -10,6 +10,7 @@ import polars as pl
 from engine.hypotheses.verifier import KINDS
 from engine.kinds import FAMILIES
 from engine.store import Store
+from engine.store.queries import ngram_list
 
 MAX_SOURCES = 40
 # Drafting takes sources from each testing family in turn (clusters of SAE latents as one more queue, before
@@ -72,18 +73,6 @@ class Source:
 
 def _kinds(kind: str) -> tuple[str, ...]:
     return KINDS if kind == "any" else (kind,)
-
-
-def ngram_list(value: object) -> list[str]:
-    if value is None:
-        return []
-    items = json.loads(value) if isinstance(value, str) else value
-    out = []
-    for item in items or []:
-        gram = item[0] if isinstance(item, list | tuple) else item.get("ngram") if isinstance(item, dict) else item
-        if isinstance(gram, str) and gram.strip():
-            out.append(gram.strip())
-    return out
 
 
 def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Source]:

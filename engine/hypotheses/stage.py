@@ -22,7 +22,8 @@ from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
 from engine.hypotheses.draft import MIN_Z, Discovery, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
-from engine.hypotheses.ledger import (
+from engine.hypotheses.lexical import lexical_sources
+from engine.hypotheses.lifecycle import (
     SPLIT_NAMES,
     STAGE,
     hypothesis_kinds,
@@ -34,9 +35,9 @@ from engine.hypotheses.ledger import (
     revalidate,
     tested_split,
 )
-from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
+from engine.kinds import HYPOTHESIS_STATUSES
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -146,7 +147,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             "tested": len(results),
             "too_slow": too_slow + len(slow),
             "judge_dropped": judge_dropped,
-            **{s: statuses.count(s) for s in ("validated", "rejected", "inconclusive", "exploratory")},
+            **{s: statuses.count(s) for s in HYPOTHESIS_STATUSES if s != "proposed"},
             **(session.meter.summary() if session else {}),
         }
         return len(labelled)

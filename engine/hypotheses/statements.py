@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from engine.hypotheses.ngrams import STOPWORDS
+from engine.text import STOPWORDS
 
 _UNITS = {"tool_call": "tool calls", "text": "text turns", "reasoning": "reasoning turns"}
 # Words that carry no behaviour of their own: discourse markers, hedges and contractions an n-gram diff turns up

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.population import Population
+from engine.kinds import Status
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.power import minimum_detectable_effect, normal_mde
@@ -42,7 +43,7 @@ class Claim:
 @dataclass(frozen=True)
 class Validation:
     hypothesis_id: int
-    status: str  # 'validated' | 'rejected' | 'inconclusive'
+    status: Status  # 'validated' | 'rejected' | 'inconclusive' (or 'exploratory', set by the lifecycle)
     reason: str
     prevalence_before: float | None
     prevalence_after: float | None
@@ -186,7 +187,7 @@ def _decide(
     fdr: float,
     scope: str,
     where: str,
-) -> tuple[str, str]:
+) -> tuple[Status, str]:
     if n == 0:
         return "inconclusive", f"no {where} segment of the kinds this labeler reads"
     if not np.isfinite(delta) or not np.isfinite(q):

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import codecs
-import gzip
-import hashlib
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
-from io import BufferedIOBase
-from pathlib import Path
 from typing import Any
 
-from engine.errors import InputError, RecordError
+from engine.errors import RecordError
 from engine.ingest import inspect_logs, openai_responses, swe_agent
+from engine.ingest.input_file import InputFile
 from engine.ingest.jsontext import JsonText, JsonTextError, loads
 from engine.ingest.records import RecordReader, Rollout, object_member, unpaired_surrogate
 
 FORMATS = ("auto", "jsonl", "openai", "anthropic", "tau-bench", "tau2", "openai-responses", "inspect", "swe-agent")
-# A JSONL line longer than this is refused without being held: the longest real rollouts are a few MB, and
-# decoding a line takes several times its size in memory.
-MAX_LINE_BYTES = 64 << 20
-# `--format auto` decides from at most this much of the (decompressed) start of a file.
-DETECT_BYTES = 1 << 20
-# What a broken gzip stream raises while it is read.
-_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Keys that mark a multi-line document's format in its first DETECT_BYTES.
 _INSPECT_KEYS = (re.compile(r'"eval"\s*:\s*\{'), re.compile(r'"task"\s*:'))
@@ -40,99 +27,7 @@ _SWE_AGENT_KEYS = re.compile(
 Item = Rollout | RecordError
 
 
-@dataclass(frozen=True)
-class Source:
-    """One input file, gzipped or not. JSONL is streamed line by line; JSON documents are read whole."""
-
-    path: Path
-
-    def _binary(self) -> BufferedIOBase:
-        try:
-            handle = self.path.open("rb")
-        except OSError as exc:
-            raise InputError(f"{self.path}: cannot read: {exc.strerror or exc}") from exc
-        if handle.read(2) == b"\x1f\x8b":
-            handle.seek(0)
-            return gzip.GzipFile(fileobj=handle)
-        handle.seek(0)
-        return handle
-
-    def digest(self) -> str:
-        """sha256 of the file's bytes as stored."""
-        sha = hashlib.sha256()
-        with self.path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                sha.update(chunk)
-        return sha.hexdigest()
-
-    def numbered(self) -> Iterator[tuple[int, str | RecordError]]:
-        """(physical line number, text) for every line; a line that cannot be read (not UTF-8, longer than
-        `MAX_LINE_BYTES`) comes as its error, and a broken gzip stream ends with one."""
-        path = str(self.path)
-        number = 0
-        with self._binary() as handle:
-            while True:
-                number += 1
-                try:
-                    raw = handle.readline(MAX_LINE_BYTES + 1)
-                    if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                        while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
-                            pass  # skip the rest of the line without holding it
-                        yield number, RecordError(path, number, "line", f"longer than {MAX_LINE_BYTES >> 20} MiB")
-                        continue
-                except _GZIP_ERRORS as exc:
-                    yield number, RecordError(path, number, "gzip", f"corrupt or truncated gzip data ({exc})")
-                    return
-                if not raw:
-                    return
-                try:
-                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError:
-                    yield number, RecordError(path, number, "encoding", "not valid UTF-8")
-
-    def magic(self) -> bytes:
-        """The file's first four bytes as stored (a zip's signature, say)."""
-        with self.path.open("rb") as handle:
-            return handle.read(4)
-
-    def lines(self) -> Iterator[tuple[int, str]]:
-        """(physical line number, text) for every line; raises the first line's error."""
-        for number, text in self.numbered():
-            if isinstance(text, RecordError):
-                raise text
-            yield number, text
-
-    def prefix(self) -> tuple[str, bool]:
-        """At most `DETECT_BYTES` of the decoded start of the file (what `detect` decides from), and whether
-        that is the whole file."""
-        try:
-            with self._binary() as handle:
-                data = handle.read(DETECT_BYTES)
-        except _GZIP_ERRORS as exc:
-            raise RecordError(str(self.path), 1, "gzip", f"corrupt or truncated gzip data ({exc})") from exc
-        try:  # incremental: a character cut at the end of the prefix is dropped, not an error
-            text = codecs.getincrementaldecoder("utf-8-sig")().decode(data, final=False)
-            return text, len(data) < DETECT_BYTES
-        except UnicodeDecodeError as exc:
-            raise RecordError(
-                str(self.path), data[: exc.start].count(b"\n") + 1, "encoding", "not valid UTF-8"
-            ) from exc
-
-    def text(self) -> str:
-        try:
-            with self._binary() as handle:
-                data = handle.read()
-        except _GZIP_ERRORS as exc:
-            raise RecordError(str(self.path), 1, "gzip", f"corrupt or truncated gzip data ({exc})") from exc
-        try:
-            return data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise RecordError(
-                str(self.path), data[: exc.start].count(b"\n") + 1, "encoding", "not valid UTF-8"
-            ) from exc
-
-
-def detect(source: Source) -> str:
+def detect(source: InputFile) -> str:
     """The format of a source, from a bounded prefix of its content (`DETECT_BYTES`).
 
     A zip is an Inspect `.eval` log or nothing. Otherwise from the first line when it parses; from the keys in
@@ -217,7 +112,7 @@ def _document_format(first: str, prefix: str, whole: bool) -> str | None:
     return None
 
 
-def _undetected(source: Source) -> RecordError:
+def _undetected(source: InputFile) -> RecordError:
     return RecordError(
         str(source.path),
         1,
@@ -240,14 +135,14 @@ def _message_dialect(messages: Any) -> str:
     return "jsonl"
 
 
-def parse(source: Source, fmt: str, score: str | None = None) -> Iterator[Item]:
+def parse(source: InputFile, fmt: str, score: str | None = None) -> Iterator[Item]:
     """The rollouts of a source in the given format (not 'auto'); `score` names an Inspect log's reward."""
     if fmt == "inspect":
         return inspect_logs.parse(str(source.path), score)
     return _ADAPTERS[fmt](source)
 
 
-def json_lines(source: Source) -> Iterator[tuple[RecordReader, Any] | RecordError]:
+def json_lines(source: InputFile) -> Iterator[tuple[RecordReader, Any] | RecordError]:
     """Each non-blank line of a JSON Lines source decoded, with its reader; a line that cannot be read or
     decoded (not UTF-8, too long, bad JSON, non-finite numbers, too deep, lone surrogates) comes as its error."""
     path = str(source.path)
@@ -275,7 +170,7 @@ def json_lines(source: Source) -> Iterator[tuple[RecordReader, Any] | RecordErro
         yield reader, record
 
 
-def _jsonl(source: Source, dialect: str | None = None) -> Iterator[Item]:
+def _jsonl(source: InputFile, dialect: str | None = None) -> Iterator[Item]:
     """Canonical JSONL; with `dialect`, messages must use one vendor's shapes."""
     for decoded in json_lines(source):
         if isinstance(decoded, RecordError):
@@ -296,7 +191,7 @@ def _surrogate_error(reader: RecordReader, record: Any) -> RecordError | None:
     return reader.fail(where, "lone UTF-16 surrogate escape (\\ud800-\\udfff): not text") if where else None
 
 
-def _tau_bench(source: Source) -> Iterator[Item]:
+def _tau_bench(source: InputFile) -> Iterator[Item]:
     """tau-bench historical trajectories: a JSON list of {task_id, trial, reward, info, traj}."""
     path = str(source.path)
     try:
@@ -327,7 +222,7 @@ def _tau_bench(source: Source) -> Iterator[Item]:
         yield RecordError(path, exc.line, "json", str(exc))
 
 
-def _tau2(source: Source) -> Iterator[Item]:
+def _tau2(source: InputFile) -> Iterator[Item]:
     """sierra-research/tau2-bench simulation results: {timestamp, info, tasks, simulations: [...]}."""
     path = str(source.path)
     doc = JsonText(source.text())
@@ -404,7 +299,7 @@ def guard(reader: RecordReader, convert: Callable[[], Rollout]) -> Item:
         return reader.unexpected(exc)
 
 
-_ADAPTERS: dict[str, Callable[[Source], Iterator[Item]]] = {
+_ADAPTERS: dict[str, Callable[[InputFile], Iterator[Item]]] = {
     "jsonl": _jsonl,
     "openai": lambda source: _jsonl(source, "openai"),
     "anthropic": lambda source: _jsonl(source, "anthropic"),

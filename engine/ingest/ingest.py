@@ -17,7 +17,8 @@ from typing import Any
 import polars as pl
 
 from engine.errors import InputError, RecordError
-from engine.ingest.formats import FORMATS, Source, detect, parse
+from engine.ingest.formats import FORMATS, detect, parse
+from engine.ingest.input_file import InputFile
 from engine.ingest.records import RecordReader, Rollout
 from engine.ingest.segments import message_row, segment_rollout
 from engine.progress import NullProgress, Progress
@@ -124,7 +125,7 @@ def resolve_formats(paths: list[str | Path], fmt: str) -> list[tuple[Path, str]]
     for path in map(Path, paths):
         if not path.is_file():
             raise InputError(f"{path}: no such file")
-        resolved.append((path, detect(Source(path)) if fmt == "auto" else fmt))
+        resolved.append((path, detect(InputFile(path)) if fmt == "auto" else fmt))
     return resolved
 
 
@@ -147,7 +148,7 @@ def ingest_file(
     if not checkpoint.strip():
         raise InputError("--checkpoint: empty name")
     [(path, fmt)] = resolve_formats([path], fmt)
-    source = Source(path)
+    source = InputFile(path)
     digest = source.digest()
     result = IngestResult(path=path, checkpoint=checkpoint, format=fmt)
     if is_ingested(store, digest, checkpoint):
@@ -255,7 +256,7 @@ def _rollout_row(rollout: Rollout, rollout_key: int, checkpoint: str, digest: st
     }
 
 
-def _write_quarantine(target: Path, source: Source, bad: list[RecordError]) -> Path:
+def _write_quarantine(target: Path, source: InputFile, bad: list[RecordError]) -> Path:
     """One JSON line per bad record: where, what is wrong, and the record's first line of text."""
     wanted = {e.line for e in bad}
     if source.magic() == b"PK\x03\x04":  # an Inspect .eval zip: the report names the samples without their text

@@ -11,11 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.errors import InputError
+from engine.kinds import DECISIONS, DIRECTIONS, LABELERS
 from engine.store.queries.base import Connection, fetchone
-
-DECISIONS = ("accepted", "rejected")
-DIRECTIONS = ("increase", "decrease")
-LABELERS = ("verifier", "judge")
 
 
 def _now() -> datetime:

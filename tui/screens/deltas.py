@@ -12,7 +12,7 @@ from textual.binding import BindingType
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
-from engine.kinds import ANY, DIRECTIONS, SEGMENT_KINDS, SOURCES, DeltaKind, DeltaSort, Direction, Source
+from engine.kinds import DELTA_KINDS, DIRECTIONS, SENTENCE_SOURCES, SOURCES, DeltaKind, DeltaSort, Direction, Source
 from engine.safe_text import one_line
 from tui import keymap
 from tui.messages import DeltaPageLoaded
@@ -26,7 +26,7 @@ from tui.widgets.search_box import SearchBox
 if TYPE_CHECKING:
     from engine.store.queries import DeltaFilter, DeltaRow
 
-KINDS: tuple[DeltaKind | None, ...] = (None, *SEGMENT_KINDS, ANY)
+KINDS: tuple[DeltaKind | None, ...] = (None, *DELTA_KINDS)
 KIND_SHORT = {"reasoning": "reas", "text": "text", "tool_call": "tool", "any": "any"}
 DIRECTION_FILTERS: tuple[Direction | None, ...] = (None, *DIRECTIONS)
 SOURCE_FILTERS: tuple[Source | None, ...] = (None, *SOURCES)
@@ -35,7 +35,7 @@ SOURCE_SHORT = {"sae": "sae", "structural": "str", "concept": "con", "group": "g
 
 def _source_or_family(row: DeltaRow) -> str:
     """The testing family (its q is within it: str, sae, con, lex, rol), or con/grp for sentence features."""
-    if row.source in ("concept", "group"):
+    if row.source in SENTENCE_SOURCES:
         return SOURCE_SHORT[row.source]
     return (row.family or row.source)[:3]
 

@@ -12,6 +12,7 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import ContentSwitcher, Static
 
+from engine.kinds import SENTENCE_SOURCES
 from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.messages import FeatureLoaded, FeatureRewardLoaded
@@ -187,8 +188,6 @@ class FeatureScreen(RldiffScreen):
         if detail.explanation:
             title.append("\n")
             title.append_text(safe(detail.explanation, max_chars=300))
-        from engine.store.queries import SENTENCE_SOURCES  # the store loads in the worker, not at import
-
         if detail.top_ngrams:  # concept and group features: distinctive words of their sentences
             title.append("\nwords: " if detail.source in SENTENCE_SOURCES else "\nn-grams: ", style="dim")
             title.append_text(one_line(" · ".join(detail.top_ngrams[:8]), 160))

@@ -11,6 +11,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
+from engine.kinds import DECISIONS, EXPLORATORY, UNDECIDED, DecisionFilter, Status
 from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 
 STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·", "exploratory": "~"}
 DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
-STATUSES = (None, "validated", "inconclusive", "rejected", "proposed", "exploratory")
-DECISION_FILTERS = (None, "undecided", "accepted", "rejected")
+# What the f and d keys cycle through, in this order.
+STATUSES: tuple[Status | None, ...] = (None, "validated", "inconclusive", "rejected", "proposed", EXPLORATORY)
+DECISION_FILTERS: tuple[DecisionFilter | None, ...] = (None, UNDECIDED, *DECISIONS)
 COLUMNS = (("id", 4), ("", 2), ("dec", 3), ("statement", None), ("Δ pp", 7), ("q", 6))
 
 
@@ -38,8 +40,8 @@ class HypothesesScreen(RldiffScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.status_filter: str | None = None
-        self.decision_filter: str | None = None
+        self.status_filter: Status | None = None
+        self.decision_filter: DecisionFilter | None = None
         self.rows: list[HypothesisRow] = []
         self._examples: dict[int, list[HypothesisExample]] = {}  # shown only on request (x): it is logged
         self._calibrations: dict[int, dict[str, Any] | None] = {}

@@ -11,7 +11,6 @@ from engine.store.queries.base import Connection
 from engine.store.queries.clusters import ClusterMember, ClusterRow, cluster_members, clusters
 from engine.store.queries.deltas import DeltaFilter, DeltaPage, DeltaRow, delta_page
 from engine.store.queries.features import (
-    SENTENCE_SOURCES,
     SENTENCES_SHOWN,
     FeatureDelta,
     FeatureDetail,
@@ -27,8 +26,6 @@ from engine.store.queries.features import (
     sentence_features,
 )
 from engine.store.queries.hypotheses import (
-    DECISIONS,
-    HYPOTHESIS_STATUSES,
     HypothesisExample,
     HypothesisRow,
     LabelCandidate,
@@ -71,14 +68,12 @@ __all__ = [
     "ClusterMember",
     "ClusterRow",
     "Connection",
-    "DECISIONS",
     "DeltaFilter",
     "DeltaPage",
     "DeltaRow",
     "FeatureDelta",
     "FeatureDetail",
     "FeatureExample",
-    "HYPOTHESIS_STATUSES",
     "HypothesisExample",
     "HypothesisRow",
     "LabelCandidate",
@@ -86,7 +81,6 @@ __all__ = [
     "RolloutPage",
     "RolloutRow",
     "SENTENCES_SHOWN",
-    "SENTENCE_SOURCES",
     "SearchHit",
     "SegmentActivation",
     "SegmentRow",

@@ -53,7 +53,7 @@ DELTA_COLUMNS = (
 )
 
 
-_DELTA_ORDER = {
+_DELTA_ORDER: dict[DeltaSort, str] = {
     "abs_delta": "abs(d.delta) DESC NULLS LAST",
     "increase": "d.delta DESC NULLS LAST",
     "decrease": "d.delta ASC NULLS LAST",

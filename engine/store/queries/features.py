@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.kinds import SENTENCE_SOURCES
 from engine.store.queries.base import SEGMENT_REF_COLUMNS, Connection, SegmentRef, fetch_dicts, json_value, segment_ref
 from engine.store.queries.deltas import DELTA_COLUMNS, DeltaRow, delta_row
 
@@ -174,9 +175,6 @@ def segment_activations(con: Connection, segment_id: int, limit: int = 10) -> li
             [segment_id, limit],
         )
     ]
-
-
-SENTENCE_SOURCES = frozenset({"concept", "group"})  # features whose examples and labels are sentences
 
 
 SENTENCES_SHOWN = 5

@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.kinds import UNDECIDED, DecisionFilter, Status
 from engine.store.queries.base import SEGMENT_REF_COLUMNS, Connection, SegmentRef, fetch_dicts, json_value, segment_ref
-
-HYPOTHESIS_STATUSES: tuple[str, ...] = ("proposed", "validated", "rejected", "inconclusive")
-
-
-DECISIONS: tuple[str, ...] = ("accepted", "rejected")
 
 
 @dataclass(frozen=True)
@@ -62,13 +58,16 @@ def _hypothesis_rows(con: Connection, where: str, params: list[Any], limit: int 
     return out
 
 
-def hypotheses(con: Connection, status: str | None = None, decision: str | None = None) -> list[HypothesisRow]:
+def hypotheses(
+    con: Connection, status: Status | None = None, decision: DecisionFilter | None = None
+) -> list[HypothesisRow]:
     """The triage queue: validated first, then by q. `decision='undecided'` selects those without one."""
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
     if status:
         clauses.append("status = ?")
         params.append(status)
-    if decision == "undecided":
+    if decision == UNDECIDED:
         clauses.append("decision IS NULL")
     elif decision:
         clauses.append("decision = ?")

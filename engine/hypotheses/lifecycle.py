@@ -15,11 +15,12 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
-from engine.hypotheses.exposure import EXPLORATORY, exploratory_note
+from engine.hypotheses.exposure import exploratory_note
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
 from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
+from engine.kinds import EXPLORATORY
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress, Progress
 from engine.store import Store, writes

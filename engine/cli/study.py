@@ -1,0 +1,244 @@
+"""Commands that build and read a study: ingest, analyze, compare, demo, info, deltas, report, mcp, tui."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine import safe_text
+from engine.cli import output
+from engine.errors import InputError
+
+if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldiff tui` starts fast
+    from engine.config import AnalyzeConfig
+    from engine.ingest import IngestResult
+    from engine.store import Store
+
+SAMPLE_DATA = Path(__file__).resolve().parent.parent.parent / "sample_data"
+DEMO_PAIR = ("tau2-grok3/standard.jsonl.gz", "tau2-grok3/tighter.jsonl.gz")
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from engine.ingest import resolve_formats
+    from engine.store import Store
+
+    resolved = resolve_formats(list(args.files), args.format)  # every file checked before the store is opened
+    with output.created_or_removed(args.store), Store(args.store) as store:
+        ingest_paths(store, resolved, args.checkpoint, args.skip_bad, args.score)
+        print_summary(store)
+    return 0
+
+
+def ingest_paths(
+    store: Store, resolved: Sequence[tuple[Path, str]], checkpoint: str, skip_bad: bool, score: str | None = None
+) -> None:
+    """Ingest files whose formats `engine.ingest.resolve_formats` checked."""
+    from engine.ingest import ingest_file
+    from engine.progress import for_terminal
+
+    name = repr(safe_text.line(checkpoint))
+    for path, detected in resolved:
+        result = ingest_file(
+            store, path, checkpoint, detected, skip_bad=skip_bad, progress=for_terminal(output.err), score=score
+        )
+        if result.already_ingested:
+            output.err.print(
+                f"{path}: already ingested into checkpoint {name} (same content); nothing to do", markup=False
+            )
+            continue
+        output.err.print(
+            f"{path}: {result.rollouts} rollouts, {result.segments} segments as {result.format} into {name}",
+            markup=False,
+        )
+        output.err.print(reasoning_line(result), markup=False)
+        if result.warnings:
+            output.err.print(
+                f"{len(result.warnings)} warnings, e.g. {safe_text.line(result.warnings[0], 300)}", markup=False
+            )
+        if result.skipped:
+            output.err.print(f"{result.skipped} bad records skipped; see {result.quarantine}", markup=False)
+
+
+def reasoning_line(result: IngestResult) -> str:
+    """How many assistant turns of a file carried reasoning, so a format that kept none shows at once."""
+    line = f"  reasoning on {result.reasoning_turns} of {result.assistant_turns} assistant turns"
+    if result.reasoning_turns == 0:
+        line += f" (none found: {result.format} input without reasoning, or in a shape rldiff does not read)"
+    return line
+
+
+def print_summary(store: Store) -> None:
+    from engine.console import exploratory_table, summary_table
+    from engine.store.queries import feature_labels, study_summary
+
+    summary = study_summary(store.cursor())
+    output.out.print(summary_table(summary, str(store.path)))
+    labels = feature_labels(store.cursor(), [r["feature_id"] for r in summary.exploratory])
+    if (table := exploratory_table(summary, labels, output.out.width)) is not None:
+        output.out.print(table)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    with Store(output.existing(args.store), read_only=True) as store:
+        if args.json:
+            from engine.store.queries import study_summary
+
+            output.print_json(study_summary(store.cursor()))
+        else:
+            print_summary(store)
+    return 0
+
+
+def analyze_config(args: argparse.Namespace) -> AnalyzeConfig:
+    from engine.config import AnalyzeConfig
+
+    llm = AnalyzeConfig.default_llm() if args.llm is None else (None if args.llm == "none" else args.llm)
+    if not 0 < args.holdout < 1:
+        raise InputError(f"--holdout: expected a fraction between 0 and 1, got {args.holdout}")
+    sae_options = {"--sae-width": args.sae_width, "--sae-k": args.sae_k, "--sae-steps": args.sae_steps}
+    given = [name for name, value in sae_options.items() if value is not None]
+    if given and args.sae != "train":
+        raise InputError(f"{', '.join(given)}: only with --sae train (the SAE given by --sae {args.sae} has its size)")
+    if args.concept_sae and args.no_sentence_features:
+        raise InputError("--concept-sae: not with --no-sentence-features (there are no concept features then)")
+    if args.sae_width is not None and args.sae_k is not None and args.sae_k > args.sae_width:
+        raise InputError(f"--sae-k {args.sae_k}: more active latents than the {args.sae_width} of --sae-width")
+    return AnalyzeConfig(
+        before=getattr(args, "before", None),
+        after=getattr(args, "after", None),
+        reader=args.reader,
+        layer=args.layer,
+        sae=args.sae,
+        sae_width=args.sae_width,
+        sae_k=args.sae_k,
+        sae_steps=args.sae_steps,
+        llm=llm,
+        holdout=args.holdout,
+        seed=args.seed,
+        device=args.device,
+        max_cost=args.max_cost,
+        permutations=args.permutations,
+        where=args.where,
+        sentence_features=not args.no_sentence_features,
+        concept_sae=args.concept_sae,
+    )
+
+
+def run_analysis(store: Store, args: argparse.Namespace) -> None:
+    from engine.pipeline import analyze
+    from engine.progress import for_terminal
+
+    written = analyze(store, analyze_config(args), for_terminal(output.err))
+    output.err.print("analysis done: " + ", ".join(f"{stage} {n}" for stage, n in written.items()), markup=False)
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from engine.store import Store
+
+    with Store(output.existing(args.store)) as store:
+        run_analysis(store, args)
+        print_summary(store)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from engine.ingest import resolve_formats
+    from engine.store import Store
+
+    before = args.before or "before"
+    after = args.after or "after"
+    if before == after:
+        raise InputError("--before and --after name the same checkpoint")
+    before_file, after_file = resolve_formats([args.before_file, args.after_file], args.format)
+    with output.created_or_removed(args.store), Store(args.store) as store:
+        ingest_paths(store, [before_file], before, args.skip_bad, args.score)
+        ingest_paths(store, [after_file], after, args.skip_bad, args.score)
+    with Store(args.store) as store:  # an analysis that fails keeps the ingested store: fix and re-run analyze
+        args.before, args.after = before, after
+        run_analysis(store, args)
+        print_summary(store)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    store_path = Path(args.store)
+    for stale in (store_path, store_path.with_name(store_path.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    args.before_file, args.after_file = (str(SAMPLE_DATA / p) for p in DEMO_PAIR)
+    args.before, args.after, args.store, args.format, args.skip_bad, args.score = (
+        "standard",
+        "tighter",
+        str(store_path),
+        "auto",
+        False,
+        None,
+    )
+    cmd_compare(args)
+    if args.no_tui:
+        return 0
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        output.err.print(f"not a terminal, so no TUI; open it with `rldiff tui {store_path}`", markup=False)
+        return 0
+    return cmd_tui(args)
+
+
+def cmd_deltas(args: argparse.Namespace) -> int:
+    from engine.console import deltas_table
+    from engine.deltas import family_summary, ranked_deltas, testing_summary
+    from engine.store import Store
+
+    with Store(output.existing(args.store), read_only=True) as store:
+        rows = ranked_deltas(store, args.kind, args.top)
+        if rows.height == 0:
+            raise InputError(f"{args.store}: no deltas yet; run `rldiff analyze {args.store}` first")
+        if args.by == "reward":
+            from engine.console import reward_strata_table
+            from engine.store.queries import compared_checkpoints
+            from engine.strata import deltas_by_reward
+
+            before, after = compared_checkpoints(store.cursor())
+            if before is None or after is None:  # deltas exist, so two checkpoints were; a store edited by hand
+                raise InputError(f"{args.store}: the deltas' two checkpoints are missing")
+            strata = deltas_by_reward(store.cursor(), rows, before, after)
+            if args.json:
+                output.print_json({"deltas": rows.to_dicts(), "by_reward": strata.to_dicts()})
+            else:
+                output.out.print(reward_strata_table(rows, strata, output.out.width))
+        elif args.json:
+            output.print_json(
+                {"deltas": rows.to_dicts(), "tested": testing_summary(store), "families": family_summary(store)}
+            )
+        else:
+            output.out.print(deltas_table(rows, testing_summary(store), output.out.width, family_summary(store)))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from engine.report import write_report
+    from engine.store import Store
+
+    if Path(args.output).suffix.lower() not in (".md", ".html", ".htm"):
+        raise InputError(f"-o {args.output}: expected a .md or .html file")
+    with Store(output.existing(args.store)) as store:  # writable: a report with held-out examples logs the view
+        write_report(store, Path(args.output))
+    output.err.print(f"wrote {args.output}", markup=False)
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from engine.mcp_server import serve
+
+    serve(output.existing(args.store))
+    return 0
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from tui.app import run
+
+    run(output.existing(args.store))
+    return 0
