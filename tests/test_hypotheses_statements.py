@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.draft import Discovery, Draft, extractive_draft, merge_near_duplicates
+from engine.hypotheses.draft import Discovery, Draft, extractive_draft
+from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -365,3 +366,42 @@ def test_probe_writes_become_one_validated_structural_finding(tmp_path) -> None:
         )
         assert re.search(r": 0% -> \d+% of tool calls \(0% -> \d+% of rollouts\)$", probes[0]["statement"])
         assert '{"structural": "tool_call:write_with_probe"}' in probes[0]["spec"]
+
+
+def two_calls_population() -> Population:
+    """Each rollout: a reasoning turn, then two tool calls (ids 3*key .. 3*key+2)."""
+    rows, rollouts = [], []
+    for key in range(2 * N):
+        checkpoint = "after" if key >= N else "before"
+        rollouts.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": str(key % 10), "reward": 1.0})
+        for j, kind in enumerate(("reasoning", "tool_call", "tool_call")):
+            rows.append({"segment_id": 3 * key + j, "rollout_key": key, "kind": kind, "text": "x",
+                         "tool_name": "update_order" if j else None, "tool_args": "{}" if j else None,
+                         "checkpoint": checkpoint, "task_id": str(key % 10), "structural": []})  # fmt: skip
+    return Population("discovery", "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+
+
+def calls(position: int, keep: Callable[[int], bool], after: bool = True) -> frozenset[int]:
+    """Ids of the first (`position` 1) or second (2) tool call of rollouts i = 0..N-1 of a checkpoint."""
+    return frozenset(3 * (i + N * after) + position for i in range(N) if keep(i))
+
+
+def call_draft(statement: str, score: float, hits: frozenset[int]) -> Draft:
+    return Draft(statement, "increase", "verifier", {"structural": statement}, "extractive", score, 0.2,
+                 {"feature_ids": [1]}, hits, ("tool_call",))  # fmt: skip
+
+
+def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
+    """The tool is called again after a failed probe call: the retries share no segment with the probes, but
+    each is the next call after one, so the retry draft is the probe finding's side effect. A draft as strong
+    on calls that follow nothing of it stays its own finding."""
+    discovery = Discovery(two_calls_population())
+    probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
+    retry = call_draft("Retry after error", 4.0, calls(2, lambda i: i < 20) | calls(2, lambda i: i < 2, False))
+    other = call_draft("Several calls", 3.0, calls(2, lambda i: i >= 40))
+    kept = merge_near_duplicates([probe, retry, other], discovery)
+    assert [d.statement for d in kept] == [probe.statement, other.statement]
+    [effect] = kept[0].provenance["side_effects"]
+    assert effect["statement"] == retry.statement and "follows" in effect["relation"]
+    assert discovery.z_among(retry, frozenset(), False) >= 2.0  # a change of its own until the probes explain it
+    assert kept[1].provenance["side_effects"] == []
