@@ -117,13 +117,17 @@ def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
     fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. The
     others are kept in `provenance.co_firing`."""
     names = source.names
+
+    def statement(name: str) -> Callable[[str, int], str]:
+        return lambda rates, _n: structural_statement(structural.label(name), rates)
+
     drafts = [
         _finish(
             source,
             discovery,
             {"all": [_kind_node(source.kinds), {"structural": name}]},
             source.kinds,
-            lambda rates, _n, name=name: structural_statement(structural.label(name), rates),
+            statement(name),
             {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
         )
         for name in names
@@ -227,9 +231,10 @@ def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draf
     candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]
     # One phrase per extractive hypothesis: a union of phrases picked for separating the checkpoints can
     # join two behaviours that one broad feature fires on (seen on the planted benchmark).
-    gram = index.best(candidates, sign)
-    if gram is None:
+    best = index.best(candidates, sign)
+    if best is None:
         return None
+    gram = best
     spec = {"all": [_kind_node(kinds), {"regex": ngram_regex([gram]), "ignore_case": True}]}
     more_less = sign > 0
     return _finish(
@@ -344,16 +349,18 @@ def draft_all(
     drafts: list[Draft] = []
     answers: list[Any] = [None] * len(sources)
     requests = []
+    model = ""
     if session is not None:
         requests = [draft_request(s, fires(s), discovery, rng) for s in sources]
         answers = session.ask_many(requests)
+        model = session.model
     for i, source in enumerate(sources):
         answer = answers[i]
         draft = None
         if answer is not None and hasattr(answer, "data"):
             draft = llm_draft(
-                source, fires(source), discovery, answer.data, answer.model, requests[i].prompt_hash(session.model)
-            )  # type: ignore[union-attr]
+                source, fires(source), discovery, answer.data, answer.model, requests[i].prompt_hash(model)
+            )
         elif answer is not None:
             log.warning("LLM drafting failed for %s (%s); drafting extractively", source.title, answer.reason)
         draft = draft or extractive_draft(source, fires(source), discovery)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -77,7 +78,7 @@ def _kinds(kind: str) -> tuple[str, ...]:
 def ngram_list(value: object) -> list[str]:
     if value is None:
         return []
-    items = json.loads(value) if isinstance(value, str) else value
+    items: Any = json.loads(value) if isinstance(value, str) else value
     out = []
     for item in items or []:
         gram = item[0] if isinstance(item, list | tuple) else item.get("ngram") if isinstance(item, dict) else item
