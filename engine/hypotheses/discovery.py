@@ -136,19 +136,22 @@ class Discovery:
         return frozenset(self._next[s] for s in segments if s in self._next)
 
     def follows(self, draft: Draft, other: Draft) -> bool:
-        """Whether the draft's change is what comes after `other`'s positives: at least half of its positives
-        in the checkpoint it is more common in are the next segment of their kind after one of `other`'s
-        positives in the same rollout, and it separates the checkpoints (z >= MIN_Z) nowhere else. A
-        consequence in sequence (a probe fails, so the tool is called again) shares no segments with its
-        cause, so `explained` cannot see it."""
+        """Whether the draft's change is what comes after `other`'s positives: of its positives in the
+        checkpoint it is more common in, at least half, and at least MIN_LIFT times the share of all that
+        checkpoint's segments of its kinds (a broad draft is followed by much by chance), are the next segment
+        of their kind after one of `other`'s positives in the same rollout; and it separates the checkpoints
+        (z >= MIN_Z) nowhere else. A consequence in sequence (a probe fails, so the tool is called again)
+        shares no segments with its cause, so `explained` cannot see it."""
         after = self.followers(other.hits)
         if not (draft.hits and after):
             return False
         index, _ = self.index(draft.kinds)
         more = index.is_after if draft.direction == "increase" else ~index.is_after
-        mine = frozenset(index.segment_ids[more].tolist()) & draft.hits
+        in_more = frozenset(index.segment_ids[more].tolist())
+        mine = in_more & draft.hits
+        share = len(mine & after) / max(len(mine), 1)
         return (
-            2 * len(mine & after) >= len(mine) > 0
+            share >= max(0.5, MIN_LIFT * len(in_more & after) / max(len(in_more), 1))
             and self._leaves_half(draft, after)
             and self.z_among(draft, after, False) < MIN_Z
         )
