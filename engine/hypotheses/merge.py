@@ -12,8 +12,17 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from engine.hypotheses.discovery import MIN_Z, Discovery, Draft
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
+from engine.hypotheses.statements import concept_statement
+
+# Two exemplar drafts are wordings of one behaviour when one's labeler matches at least this share of the
+# other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
+# own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
+MIN_EXEMPLARS_MATCHED = 0.5
 
 
 def _words(text: str) -> set[str]:
@@ -48,6 +57,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
       of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
       most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
       as it names a behaviour worded many ways);
+    - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
+      (`_another_wording`): the same behaviour in other words, joined into it (`_joined`);
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
@@ -77,8 +88,77 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
             else:
                 main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
             continue
+        wording = next((k for k in peers if _another_wording(draft, k, discovery)), None)
+        if wording is not None:
+            kept[kept.index(wording)] = _joined(wording, draft, discovery)
+            continue
         kept.append(_fresh(draft, []))
     return _without_side_effects(kept, discovery)
+
+
+def _similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `similar_to` nodes of an extractive exemplar spec: `{"all": [KIND, NODE]}`, NODE one `similar_to`
+    or `{"any": [similar_to, ...]}` (wordings joined by `_joined`); none for any other spec."""
+    parts = spec.get("all", [])
+    if len(parts) != 2 or "kind" not in parts[0]:
+        return []
+    nodes = parts[1].get("any", [parts[1]])
+    return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
+
+
+def _another_wording(draft: Draft, kept: Draft, discovery: Discovery) -> bool:
+    """Whether an extractive exemplar draft is another wording of a kept one of the same kinds: its positives
+    mostly outside the kept one's (paraphrases of one behaviour rarely meet in one segment, so co-occurrence
+    cannot unite them), and the kept labeler matches at least MIN_EXEMPLARS_MATCHED of its exemplars."""
+    mine, theirs = _similar_nodes(draft.spec), _similar_nodes(kept.spec)
+    if (
+        not (mine and theirs)
+        or draft.kinds != kept.kinds
+        or "extractive" != draft.origin
+        or kept.origin != draft.origin
+    ):
+        return False
+    if 2 * len(draft.hits & kept.hits) > len(draft.hits):
+        return False
+    embed = discovery.population.embedder.embed
+    vectors = embed([t for node in mine for t in node["exemplars"]])
+    matched = np.zeros(len(vectors), dtype=bool)
+    for node in theirs:
+        sims = (vectors @ embed(node["exemplars"]).T).max(axis=1)
+        matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+    return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
+
+
+def _joined(kept: Draft, wording: Draft, discovery: Discovery) -> Draft:
+    """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
+    when that separates the discovery checkpoints better (higher z), its statement then restated with the
+    joined labeler's discovery counts and rates; else the wording is only its provenance."""
+    spec = {
+        "all": [
+            kept.spec["all"][0],
+            {"any": [{"similar_to": n} for n in _similar_nodes(kept.spec) + _similar_nodes(wording.spec)]},
+        ]
+    }
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), kept.kinds)
+    score = z if kept.direction == "increase" else -z
+    if score <= kept.score:
+        kept.provenance["merged"].append(_absorbed(wording, "another wording"))
+        return kept
+    index, _ = discovery.index(kept.kinds)
+    medoid = _similar_nodes(kept.spec)[0]["exemplars"][0]
+    restated = concept_statement(
+        kept.direction == "increase", kept.kinds, medoid, int(hits.sum()), kept.provenance.get("words", [])
+    )
+    merged = [*kept.provenance["merged"], _absorbed(wording, "another wording, its exemplars joined")]
+    return replace(
+        kept,
+        statement=f"{restated}: {discovery.rates(hits, kept.kinds).text(kept.kinds)}",
+        spec=spec,
+        score=score,
+        discovery_delta=delta,
+        hits=frozenset(index.segment_ids[hits].tolist()),
+        provenance={**kept.provenance, "merged": merged},
+    )
 
 
 def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
