@@ -405,3 +405,52 @@ def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
     assert effect["statement"] == retry.statement and "follows" in effect["relation"]
     assert discovery.z_among(retry, frozenset(), False) >= 2.0  # a change of its own until the probes explain it
     assert kept[1].provenance["side_effects"] == []
+
+
+# by i % 8: one wording, the other in its exemplar's form (which the first's labeler also matches) and longer
+# (which it does not), and something else
+WORDINGS = {1: "The grader checks my answer", 3: "The grader checks my reply", 0: "The user wants a refund"}
+WORDINGS |= {
+    2: WORDINGS[1],
+    4: WORDINGS[1],
+    5: "The grader checks my reply twice",
+    7: "The grader checks my reply twice",
+}
+
+
+def exemplar_draft(discovery: Discovery, exemplar: str, threshold: float) -> Draft:
+    spec = {
+        "all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": [f"{exemplar}."], "min_similarity": threshold}}]
+    }
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    return Draft(f'More reasoning turns like "{exemplar}."', "increase", "verifier", spec, "extractive", z, delta,
+                 {"feature_ids": [1], "words": ["grader"]}, frozenset(index.segment_ids[hits].tolist()),
+                 ("reasoning",))  # fmt: skip
+
+
+def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_finding() -> None:
+    """Two wordings mostly in different turns (paraphrases rarely meet), the first's labeler matching the
+    second's exemplar, become one finding labelled by either's exemplars, restated with the joined labeler's
+    discovery counts; a third exemplar draft about something else stays its own."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    # cosine of the stand-in embedder = shared words: "answer" and "reply" 0.8, "reply" and "reply twice" 0.91
+    answer, reply, refund = (exemplar_draft(discovery, WORDINGS[k], t) for k, t in ((1, 0.75), (3, 0.85), (0, 0.75)))
+    assert 2 * len(answer.hits & reply.hits) < len(reply.hits)  # mostly apart: co-occurrence does not merge
+    kept = merge_near_duplicates([answer, reply, refund], discovery)
+    assert len(kept) == 2
+    joined = next(d for d in kept if d.statement.startswith(answer.statement[:-1]))
+    assert joined.hits == answer.hits | reply.hits
+    assert [n["similar_to"]["exemplars"] for n in joined.spec["all"][1]["any"]] == [
+        answer.spec["all"][1]["similar_to"]["exemplars"],
+        reply.spec["all"][1]["similar_to"]["exemplars"],
+    ]
+    assert "(a similar sentence in 45 discovery reasoning turns; words: grader): 0% -> 75% of reasoning turns" in (
+        joined.statement
+    )
+    assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
+    assert refund.statement in [d.statement for d in kept]
