@@ -74,17 +74,16 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
         if twin is not None:
             twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
             continue
-        near = [k for k in peers if discovery.co_occurs(draft, k)]
-        near.sort(key=lambda k: -len(k.hits & draft.hits))
-        within = frozenset().union(*(k.hits for k in near))
-        if near and 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
-            main = near[0]
+        main = _wording_inside(draft, [k for k in peers if discovery.co_occurs(draft, k)], discovery)
+        if main is not None:
             if (
                 _names_a_behaviour(draft)
                 and not _names_a_behaviour(main)
                 and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
             ):
                 kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+            elif _similar_nodes(draft.spec) and _similar_nodes(main.spec):
+                kept[kept.index(main)] = _joined(main, draft, discovery, "narrower wording")
             else:
                 main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
             continue
@@ -94,6 +93,19 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
             continue
         kept.append(_fresh(draft, []))
     return _without_side_effects(kept, discovery)
+
+
+def _wording_inside(draft: Draft, near: list[Draft], discovery: Discovery) -> Draft | None:
+    """The kept draft, of those the draft co-occurs with (`near`), that it is a narrower wording of: at least
+    half of its positives inside, and no change of its own among them (z < MIN_Z). One such draft, the one it
+    overlaps most, is tried first, then all of them together: a broad draft that merely co-occurs (one of
+    the many that label a fifth of the turns) must not hide that the draft lies inside another."""
+    near = sorted(near, key=lambda k: -len(k.hits & draft.hits))
+    tries = [(k.hits, k) for k in near] + ([(frozenset().union(*(k.hits for k in near)), near[0])] if near else [])
+    for within, main in tries:
+        if 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
+            return main
+    return None
 
 
 def _similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -129,7 +141,7 @@ def _another_wording(draft: Draft, kept: Draft, discovery: Discovery) -> bool:
     return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
 
 
-def _joined(kept: Draft, wording: Draft, discovery: Discovery) -> Draft:
+def _joined(kept: Draft, wording: Draft, discovery: Discovery, relation: str = "another wording") -> Draft:
     """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
     when that separates the discovery checkpoints better (higher z), its statement then restated with the
     joined labeler's discovery counts and rates; else the wording is only its provenance."""
@@ -142,14 +154,14 @@ def _joined(kept: Draft, wording: Draft, discovery: Discovery) -> Draft:
     hits, delta, z = discovery.evaluate(discovery.verifier(spec), kept.kinds)
     score = z if kept.direction == "increase" else -z
     if score <= kept.score:
-        kept.provenance["merged"].append(_absorbed(wording, "another wording"))
+        kept.provenance["merged"].append(_absorbed(wording, relation))
         return kept
     index, _ = discovery.index(kept.kinds)
     medoid = _similar_nodes(kept.spec)[0]["exemplars"][0]
     restated = concept_statement(
         kept.direction == "increase", kept.kinds, medoid, int(hits.sum()), kept.provenance.get("words", [])
     )
-    merged = [*kept.provenance["merged"], _absorbed(wording, "another wording, its exemplars joined")]
+    merged = [*kept.provenance["merged"], _absorbed(wording, f"{relation}, its exemplars joined")]
     return replace(
         kept,
         statement=f"{restated}: {discovery.rates(hits, kept.kinds).text(kept.kinds)}",
