@@ -454,3 +454,16 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     )
     assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
     assert refund.statement in [d.statement for d in kept]
+
+
+def test_a_wording_inside_one_draft_merges_into_it_though_a_broad_one_also_co_occurs() -> None:
+    """A phrase whose turns all lie inside one exemplar draft merges into it, even though a broad draft over
+    both checkpoints also co-occurs with it (and among their union the phrase would still separate them)."""
+    broad = labelled("Uses a hedge", {"structural": "hedge"}, 3.0,
+                     reasoning_ids(True, lambda i: i < 40) | reasoning_ids(False, lambda i: i < 20))  # fmt: skip
+    concept = labelled('More turns like "the grader checks"', EXEMPLAR, 5.0, reasoning_ids(True, lambda i: i < 15))
+    phrase = labelled('containing "auto grader"', {"regex": "b"}, 4.0, reasoning_ids(True, lambda i: i < 12))
+    assert PLAIN_DISCOVERY.z_among(phrase, broad.hits | concept.hits, True) >= 2.0
+    kept = merge_near_duplicates([broad, concept, phrase], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [broad.statement, concept.statement]
+    assert [m["statement"] for m in kept[1].provenance["merged"]] == [phrase.statement]
