@@ -79,7 +79,8 @@ def ablation_config(config: AnalyzeConfig) -> AnalyzeConfig | None:
     """The configuration with concept/group sources off, or None where this code has no such switch."""
     if _ABLATION_FIELD not in {f.name for f in dataclasses.fields(config)}:
         return None
-    return replace(config, **{_ABLATION_FIELD: False})
+    off: dict[str, Any] = {_ABLATION_FIELD: False}
+    return replace(config, **off)
 
 
 def _scored(

@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.draft import Discovery, Draft, extractive_draft, merge_near_duplicates
+from engine.hypotheses.draft import Discovery, Draft, extractive_draft
+from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import Source
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -365,3 +366,104 @@ def test_probe_writes_become_one_validated_structural_finding(tmp_path) -> None:
         )
         assert re.search(r": 0% -> \d+% of tool calls \(0% -> \d+% of rollouts\)$", probes[0]["statement"])
         assert '{"structural": "tool_call:write_with_probe"}' in probes[0]["spec"]
+
+
+def two_calls_population() -> Population:
+    """Each rollout: a reasoning turn, then two tool calls (ids 3*key .. 3*key+2)."""
+    rows, rollouts = [], []
+    for key in range(2 * N):
+        checkpoint = "after" if key >= N else "before"
+        rollouts.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": str(key % 10), "reward": 1.0})
+        for j, kind in enumerate(("reasoning", "tool_call", "tool_call")):
+            rows.append({"segment_id": 3 * key + j, "rollout_key": key, "kind": kind, "text": "x",
+                         "tool_name": "update_order" if j else None, "tool_args": "{}" if j else None,
+                         "checkpoint": checkpoint, "task_id": str(key % 10), "structural": []})  # fmt: skip
+    return Population("discovery", "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+
+
+def calls(position: int, keep: Callable[[int], bool], after: bool = True) -> frozenset[int]:
+    """Ids of the first (`position` 1) or second (2) tool call of rollouts i = 0..N-1 of a checkpoint."""
+    return frozenset(3 * (i + N * after) + position for i in range(N) if keep(i))
+
+
+def call_draft(statement: str, score: float, hits: frozenset[int]) -> Draft:
+    return Draft(statement, "increase", "verifier", {"structural": statement}, "extractive", score, 0.2,
+                 {"feature_ids": [1]}, hits, ("tool_call",))  # fmt: skip
+
+
+def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
+    """The tool is called again after a failed probe call: the retries share no segment with the probes, but
+    each is the next call after one, so the retry draft is the probe finding's side effect. A draft as strong
+    on calls that follow nothing of it stays its own finding."""
+    discovery = Discovery(two_calls_population())
+    probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
+    retry = call_draft("Retry after error", 4.0, calls(2, lambda i: i < 20) | calls(2, lambda i: i < 2, False))
+    other = call_draft("Several calls", 3.0, calls(2, lambda i: i >= 40))
+    kept = merge_near_duplicates([probe, retry, other], discovery)
+    assert [d.statement for d in kept] == [probe.statement, other.statement]
+    [effect] = kept[0].provenance["side_effects"]
+    assert effect["statement"] == retry.statement and "follows" in effect["relation"]
+    assert discovery.z_among(retry, frozenset(), False) >= 2.0  # a change of its own until the probes explain it
+    assert kept[1].provenance["side_effects"] == []
+
+
+# by i % 8: one wording, the other in its exemplar's form (which the first's labeler also matches) and longer
+# (which it does not), and something else
+WORDINGS = {1: "The grader checks my answer", 3: "The grader checks my reply", 0: "The user wants a refund"}
+WORDINGS |= {
+    2: WORDINGS[1],
+    4: WORDINGS[1],
+    5: "The grader checks my reply twice",
+    7: "The grader checks my reply twice",
+}
+
+
+def exemplar_draft(discovery: Discovery, exemplar: str, threshold: float) -> Draft:
+    spec = {
+        "all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": [f"{exemplar}."], "min_similarity": threshold}}]
+    }
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    return Draft(f'More reasoning turns like "{exemplar}."', "increase", "verifier", spec, "extractive", z, delta,
+                 {"feature_ids": [1], "words": ["grader"]}, frozenset(index.segment_ids[hits].tolist()),
+                 ("reasoning",))  # fmt: skip
+
+
+def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_finding() -> None:
+    """Two wordings mostly in different turns (paraphrases rarely meet), the first's labeler matching the
+    second's exemplar, become one finding labelled by either's exemplars, restated with the joined labeler's
+    discovery counts; a third exemplar draft about something else stays its own."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    # cosine of the stand-in embedder = shared words: "answer" and "reply" 0.8, "reply" and "reply twice" 0.91
+    answer, reply, refund = (exemplar_draft(discovery, WORDINGS[k], t) for k, t in ((1, 0.75), (3, 0.85), (0, 0.75)))
+    assert 2 * len(answer.hits & reply.hits) < len(reply.hits)  # mostly apart: co-occurrence does not merge
+    kept = merge_near_duplicates([answer, reply, refund], discovery)
+    assert len(kept) == 2
+    joined = next(d for d in kept if d.statement.startswith(answer.statement[:-1]))
+    assert joined.hits == answer.hits | reply.hits
+    assert [n["similar_to"]["exemplars"] for n in joined.spec["all"][1]["any"]] == [
+        answer.spec["all"][1]["similar_to"]["exemplars"],
+        reply.spec["all"][1]["similar_to"]["exemplars"],
+    ]
+    assert "(a similar sentence in 45 discovery reasoning turns; words: grader): 0% -> 75% of reasoning turns" in (
+        joined.statement
+    )
+    assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
+    assert refund.statement in [d.statement for d in kept]
+
+
+def test_a_wording_inside_one_draft_merges_into_it_though_a_broad_one_also_co_occurs() -> None:
+    """A phrase whose turns all lie inside one exemplar draft merges into it, even though a broad draft over
+    both checkpoints also co-occurs with it (and among their union the phrase would still separate them)."""
+    broad = labelled("Uses a hedge", {"structural": "hedge"}, 3.0,
+                     reasoning_ids(True, lambda i: i < 40) | reasoning_ids(False, lambda i: i < 20))  # fmt: skip
+    concept = labelled('More turns like "the grader checks"', EXEMPLAR, 5.0, reasoning_ids(True, lambda i: i < 15))
+    phrase = labelled('containing "auto grader"', {"regex": "b"}, 4.0, reasoning_ids(True, lambda i: i < 12))
+    assert PLAIN_DISCOVERY.z_among(phrase, broad.hits | concept.hits, True) >= 2.0
+    kept = merge_near_duplicates([broad, concept, phrase], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [broad.statement, concept.statement]
+    assert [m["statement"] for m in kept[1].provenance["merged"]] == [phrase.statement]

@@ -3,43 +3,37 @@
 Extractive drafting mines word n-grams of the discovery segments where the source fires in the checkpoint
 where it is more common (plus the features' own distinctive n-grams), greedily keeps the few whose union best
 separates the checkpoints, and writes a verifier regex over them. Every draft records how its labeler splits
-the discovery segments, which is also how near-duplicates are found and merged.
+the discovery segments, which is also how near-duplicates are found and merged (engine.hypotheses.merge).
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from engine.features import structural
+from engine.hypotheses.discovery import MIN_Z, Discovery, Draft
 from engine.hypotheses.exemplars import (
     SENTENCE_KINDS,
     SentenceMatcher,
-    Splitter,
-    default_splitter,
     fit_exemplars,
     segment_units,
 )
-from engine.hypotheses.ngrams import NgramIndex, mostly_inside, nearly_equal, two_proportion_z
-from engine.hypotheses.population import Population
+from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.sources import Source
 from engine.hypotheses.statements import (
-    Rates,
     concept_statement,
     distinctive_words,
     phrase_is_behaviour,
     phrase_statement,
     structural_statement,
 )
-from engine.hypotheses.verifier import SpecError, Verifier, spec_kinds
+from engine.hypotheses.verifier import SpecError, spec_kinds
 from engine.llm.client import LLMRequest
 from engine.llm.fence import fence, fence_line
 from engine.llm.session import LLMSession
@@ -47,17 +41,14 @@ from engine.llm.templates import render
 from engine.store.queries import ngram_list
 from engine.text import ngram_regex, ngrams
 
+__all__ = ["MIN_Z", "Discovery", "Draft", "draft_all", "draft_request", "explanation_requests", "extractive_draft"]
+
 log = logging.getLogger(__name__)
 
 MIN_GRAM_COUNT = 3
 CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
-MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 EXAMPLES = 4
-# A draft co-occurs with another when the other's positives are this many times more common among its own than
-# overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
-# common property (a length bin holding 80% of turns) can reach at most 1.25.
-MIN_LIFT = 2.0
 MAX_QUIET_SEGMENTS = 2000  # quiet segments a concept's labeler is fitted against (evenly drawn), to bound embedding
 
 DRAFT_SCHEMA = {
@@ -71,102 +62,6 @@ DRAFT_SCHEMA = {
         "explanation": {"type": "string"},
     },
 }
-
-
-@dataclass
-class Draft:
-    """A hypothesis before it is stored: statement, labeler, and what drafting saw on discovery."""
-
-    statement: str
-    direction: str
-    labeler: str  # 'verifier' | 'judge'
-    spec: dict[str, Any]
-    origin: str  # 'extractive' | 'llm'
-    score: float  # signed-to-direction z of the labeler on discovery (judge drafts: the source's)
-    discovery_delta: float | None
-    provenance: dict[str, Any]
-    hits: frozenset[int] = field(default=frozenset())  # discovery segment ids the verifier labels yes
-    kinds: tuple[str, ...] = ()  # the segment kinds `hits` is among (none for a judge draft)
-
-
-class Discovery:
-    """The discovery split, with n-gram indexes per kind set built on first use. `examples` gives a concept
-    source's example sentences (its features' top discovery examples); `splitter` splits text into sentences."""
-
-    def __init__(
-        self,
-        population: Population,
-        examples: Callable[[tuple[int, ...]], list[str]] | None = None,
-        splitter: Splitter | None = None,
-    ) -> None:
-        self.population = population
-        self.examples = examples or (lambda _ids: [])
-        self.splitter = splitter or default_splitter
-        self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
-
-    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> Discovery:
-        """The same split (its indexes shared) with other example sentences."""
-        other = copy.copy(self)
-        other.examples = examples
-        return other
-
-    def index(self, kinds: tuple[str, ...]) -> tuple[NgramIndex, pl.DataFrame]:
-        if kinds not in self._indexes:
-            segs = self.population.of_kinds(list(kinds))
-            is_after = (segs["checkpoint"] == self.population.after).to_numpy()
-            self._indexes[kinds] = (
-                NgramIndex.build(segs["text"].to_list(), is_after, segs["segment_id"].to_numpy()),
-                segs,
-            )
-        return self._indexes[kinds]
-
-    def verifier(self, spec: dict[str, Any]) -> Verifier:
-        return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)
-
-    def evaluate(self, verifier: Verifier, kinds: tuple[str, ...]) -> tuple[np.ndarray, float, float]:
-        """(hits, delta, z) of a verifier over discovery segments of `kinds`."""
-        index, segs = self.index(kinds)
-        hits = np.array([v.label for v in verifier.label_all(Population.views(segs))], dtype=bool)
-        a, b = index.is_after, ~index.is_after
-        delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
-        return hits, float(delta), index.z(hits)
-
-    def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
-        """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)
-        or not in it."""
-        index, _ = self.index(draft.kinds)
-        among = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments))) == inside
-        hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))[among]
-        after = index.is_after[among]
-        z = two_proportion_z(int(hits[after].sum()), int(after.sum()), int(hits[~after].sum()), int((~after).sum()))
-        return z if draft.direction == "increase" else -z
-
-    def explained(self, draft: Draft, segments: frozenset[int]) -> bool:
-        """Whether other drafts' discovery positives `segments` explain the draft's change: it separates the
-        checkpoints (z >= MIN_Z) neither outside them (its change is where they label) nor among them (it is
-        not a change of its own inside theirs, as fewer apologies inside the many short turns would be). Only
-        when `segments` leave at least half of each checkpoint's segments of the draft's kinds: setting most of
-        a checkpoint aside removes the evidence, it does not explain the change."""
-        index, _ = self.index(draft.kinds)
-        aside = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments)))
-        for side in (index.is_after, ~index.is_after):
-            if 2 * (aside & side).sum() > side.sum():
-                return False
-        return max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) < MIN_Z
-
-    def co_occurs(self, draft: Draft, other: Draft) -> bool:
-        """Whether `other`'s positives are at least MIN_LIFT times more common among the draft's positives
-        than among all discovery segments of its kinds: the two label one behaviour's segments, not merely
-        common ones (most reasoning turns are 10-49 words, so any reasoning behaviour overlaps that bin)."""
-        if not (draft.hits and other.hits and other.kinds):
-            return False
-        index, _ = self.index(other.kinds)
-        share_inside = len(draft.hits & other.hits) / len(draft.hits)
-        return share_inside >= MIN_LIFT * len(other.hits) / max(index.segment_ids.size, 1)
-
-    def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
-        _, segs = self.index(kinds)
-        return Rates.measure(hits, segs, self.population.rollouts, self.population.after)
 
 
 def _quote(grams: list[str]) -> str:
@@ -228,13 +123,17 @@ def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
     fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. The
     others are kept in `provenance.co_firing`."""
     names = source.names
+
+    def statement(name: str) -> Callable[[str, int], str]:
+        return lambda rates, _n: structural_statement(structural.label(name), rates)
+
     drafts = [
         _finish(
             source,
             discovery,
             {"all": [_kind_node(source.kinds), {"structural": name}]},
             source.kinds,
-            lambda rates, _n, name=name: structural_statement(structural.label(name), rates),
+            statement(name),
             {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
         )
         for name in names
@@ -338,9 +237,10 @@ def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draf
     candidates = sorted((g for g in singles if singles[g] > 0), key=lambda g: -singles[g])[:CANDIDATES]
     # One phrase per extractive hypothesis: a union of phrases picked for separating the checkpoints can
     # join two behaviours that one broad feature fires on (seen on the planted benchmark).
-    gram = index.best(candidates, sign)
-    if gram is None:
+    best = index.best(candidates, sign)
+    if best is None:
         return None
+    gram = best
     spec = {"all": [_kind_node(kinds), {"regex": ngram_regex([gram]), "ignore_case": True}]}
     more_less = sign > 0
     return _finish(
@@ -455,112 +355,24 @@ def draft_all(
     drafts: list[Draft] = []
     answers: list[Any] = [None] * len(sources)
     requests = []
+    model = ""
     if session is not None:
         requests = [draft_request(s, fires(s), discovery, rng) for s in sources]
         answers = session.ask_many(requests)
+        model = session.model
     for i, source in enumerate(sources):
         answer = answers[i]
         draft = None
         if answer is not None and hasattr(answer, "data"):
             draft = llm_draft(
-                source, fires(source), discovery, answer.data, answer.model, requests[i].prompt_hash(session.model)
-            )  # type: ignore[union-attr]
+                source, fires(source), discovery, answer.data, answer.model, requests[i].prompt_hash(model)
+            )
         elif answer is not None:
             log.warning("LLM drafting failed for %s (%s); drafting extractively", source.title, answer.reason)
         draft = draft or extractive_draft(source, fires(source), discovery)
         if draft is not None:
             drafts.append(draft)
     return merge_near_duplicates(drafts, discovery)
-
-
-def _words(text: str) -> set[str]:
-    return set(re.findall(r"\w+", text.lower()))
-
-
-def _same_statement(a: Draft, b: Draft) -> bool:
-    """Drafts without discovery labels (judge drafts) are the same when their statements share most words."""
-    wa, wb = _words(a.statement), _words(b.statement)
-    return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.7
-
-
-def _names_a_behaviour(draft: Draft) -> bool:
-    return "similar_to" in json.dumps(draft.spec)
-
-
-def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
-    return {
-        "statement": draft.statement,
-        "feature_ids": draft.provenance.get("feature_ids"),
-        "spec": draft.spec,
-        "relation": relation,
-    }
-
-
-def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Draft]:
-    """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
-    discovery positives), each against the drafts already kept in the same direction:
-
-    - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
-    - at least half of its positives inside kept drafts it co-occurs with (`Discovery.co_occurs`), and no change
-      of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
-      most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
-      as it names a behaviour worded many ways);
-    - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
-      (fewer apologies among the many short turns) is a distinct behaviour.
-
-    Then `_without_side_effects` drops the kept drafts whose change the others explain."""
-    kept: list[Draft] = []
-    for draft in sorted(drafts, key=lambda d: (-len(d.hits), not _names_a_behaviour(d), -d.score)):
-        peers = [k for k in kept if k.direction == draft.direction]
-        twin = next(
-            (k for k in peers if (k.labeler == draft.labeler and k.spec == draft.spec)
-             or (not (k.hits and draft.hits) and _same_statement(k, draft))),
-            None,
-        )  # fmt: skip
-        if twin is not None:
-            twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
-            continue
-        near = [k for k in peers if discovery.co_occurs(draft, k)]
-        near.sort(key=lambda k: -len(k.hits & draft.hits))
-        within = frozenset().union(*(k.hits for k in near))
-        if near and 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
-            main = near[0]
-            if (
-                _names_a_behaviour(draft)
-                and not _names_a_behaviour(main)
-                and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
-            ):
-                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
-            else:
-                main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
-            continue
-        kept.append(_fresh(draft, []))
-    return _without_side_effects(kept, discovery)
-
-
-def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
-    return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
-
-
-def _without_side_effects(kept: list[Draft], discovery: Discovery) -> list[Draft]:
-    """Drop the drafts whose change the other kept drafts explain, in either direction (fewer reasoning turns
-    of 10-49 words because others gained a sentence and grew), each recorded as a side effect of the draft
-    whose segments alone explain most of it. The least preferred are tried first, so of two drafts that
-    explain each other the preferred one stays."""
-    kept = list(kept)
-    for draft in reversed(list(kept)):
-        # A draft nested inside this one is a part of it, not an explanation (fewer apologies in short turns).
-        others = [
-            k for k in kept if k is not draft and k.hits and not mostly_inside(len(k.hits & draft.hits), len(k.hits))
-        ]
-        if not draft.hits or not others:
-            continue
-        if not discovery.explained(draft, frozenset().union(*(k.hits for k in others))):
-            continue
-        main = min(others, key=lambda k: discovery.z_among(draft, k.hits, False))
-        main.provenance["side_effects"].append(_absorbed(draft, "change explained by this finding"))
-        kept.remove(draft)
-    return kept
 
 
 def explanation_requests(features: pl.DataFrame, examples: dict[int, list[str]]) -> list[tuple[int, LLMRequest]]:

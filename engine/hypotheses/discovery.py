@@ -1,0 +1,161 @@
+"""What drafting sees of the discovery split (`Discovery`) and what it makes of a source (`Draft`).
+
+`Discovery` holds the discovery segments with n-gram indexes per kind set, and the tests drafts are compared
+by: a draft's z among or outside a set of segments, whether other drafts' segments explain its change, whether
+its positives co-occur with another's or follow another's in the same rollout.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from engine.hypotheses.exemplars import Splitter, default_splitter
+from engine.hypotheses.ngrams import NgramIndex, two_proportion_z
+from engine.hypotheses.population import Population
+from engine.hypotheses.statements import Rates
+from engine.hypotheses.verifier import Verifier
+
+MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
+# A draft co-occurs with another when the other's positives are this many times more common among its own than
+# overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
+# common property (a length bin holding 80% of turns) can reach at most 1.25.
+MIN_LIFT = 2.0
+
+
+@dataclass
+class Draft:
+    """A hypothesis before it is stored: statement, labeler, and what drafting saw on discovery."""
+
+    statement: str
+    direction: str
+    labeler: str  # 'verifier' | 'judge'
+    spec: dict[str, Any]
+    origin: str  # 'extractive' | 'llm'
+    score: float  # signed-to-direction z of the labeler on discovery (judge drafts: the source's)
+    discovery_delta: float | None
+    provenance: dict[str, Any]
+    hits: frozenset[int] = field(default=frozenset())  # discovery segment ids the verifier labels yes
+    kinds: tuple[str, ...] = ()  # the segment kinds `hits` is among (none for a judge draft)
+
+
+class Discovery:
+    """The discovery split, with n-gram indexes per kind set built on first use. `examples` gives a concept
+    source's example sentences (its features' top discovery examples); `splitter` splits text into sentences."""
+
+    def __init__(
+        self,
+        population: Population,
+        examples: Callable[[tuple[int, ...]], list[str]] | None = None,
+        splitter: Splitter | None = None,
+    ) -> None:
+        self.population = population
+        self.examples = examples or (lambda _ids: [])
+        self.splitter = splitter or default_splitter
+        self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
+        self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
+
+    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> Discovery:
+        """The same split (its indexes shared) with other example sentences."""
+        other = copy.copy(self)
+        other.examples = examples
+        return other
+
+    def index(self, kinds: tuple[str, ...]) -> tuple[NgramIndex, pl.DataFrame]:
+        if kinds not in self._indexes:
+            segs = self.population.of_kinds(list(kinds))
+            is_after = (segs["checkpoint"] == self.population.after).to_numpy()
+            self._indexes[kinds] = (
+                NgramIndex.build(segs["text"].to_list(), is_after, segs["segment_id"].to_numpy()),
+                segs,
+            )
+        return self._indexes[kinds]
+
+    def verifier(self, spec: dict[str, Any]) -> Verifier:
+        return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)
+
+    def evaluate(self, verifier: Verifier, kinds: tuple[str, ...]) -> tuple[np.ndarray, float, float]:
+        """(hits, delta, z) of a verifier over discovery segments of `kinds`."""
+        index, segs = self.index(kinds)
+        hits = np.array([v.label for v in verifier.label_all(Population.views(segs))], dtype=bool)
+        a, b = index.is_after, ~index.is_after
+        delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
+        return hits, float(delta), index.z(hits)
+
+    def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
+        """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)
+        or not in it."""
+        index, _ = self.index(draft.kinds)
+        among = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments))) == inside
+        hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))[among]
+        after = index.is_after[among]
+        z = two_proportion_z(int(hits[after].sum()), int(after.sum()), int(hits[~after].sum()), int((~after).sum()))
+        return z if draft.direction == "increase" else -z
+
+    def explained(self, draft: Draft, segments: frozenset[int]) -> bool:
+        """Whether other drafts' discovery positives `segments` explain the draft's change: it separates the
+        checkpoints (z >= MIN_Z) neither outside them (its change is where they label) nor among them (it is
+        not a change of its own inside theirs, as fewer apologies inside the many short turns would be). Only
+        when `segments` leave at least half of each checkpoint's segments of the draft's kinds: setting most of
+        a checkpoint aside removes the evidence, it does not explain the change."""
+        if not self._leaves_half(draft, segments):
+            return False
+        return max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) < MIN_Z
+
+    def _leaves_half(self, draft: Draft, segments: frozenset[int]) -> bool:
+        """Whether setting `segments` aside leaves at least half of each checkpoint's segments of the draft's
+        kinds."""
+        index, _ = self.index(draft.kinds)
+        aside = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments)))
+        return all(2 * (aside & side).sum() <= side.sum() for side in (index.is_after, ~index.is_after))
+
+    def co_occurs(self, draft: Draft, other: Draft) -> bool:
+        """Whether `other`'s positives are at least MIN_LIFT times more common among the draft's positives
+        than among all discovery segments of its kinds: the two label one behaviour's segments, not merely
+        common ones (most reasoning turns are 10-49 words, so any reasoning behaviour overlaps that bin)."""
+        if not (draft.hits and other.hits and other.kinds):
+            return False
+        index, _ = self.index(other.kinds)
+        share_inside = len(draft.hits & other.hits) / len(draft.hits)
+        return share_inside >= MIN_LIFT * len(other.hits) / max(index.segment_ids.size, 1)
+
+    def followers(self, segments: frozenset[int]) -> frozenset[int]:
+        """The segments whose previous segment of the same kind in their rollout is in `segments`: what comes
+        next, as the real call after a failed probe of the same tool."""
+        if self._next is None:
+            segs = self.population.segments.sort("rollout_key", "kind", "segment_id")
+            same = (segs["rollout_key"] == segs["rollout_key"].shift(1)) & (segs["kind"] == segs["kind"].shift(1))
+            ids = segs["segment_id"].to_numpy()
+            keep = same.fill_null(False).to_numpy()
+            self._next = dict(zip(ids[np.flatnonzero(keep) - 1].tolist(), ids[keep].tolist(), strict=True))
+        return frozenset(self._next[s] for s in segments if s in self._next)
+
+    def follows(self, draft: Draft, other: Draft) -> bool:
+        """Whether the draft's change is what comes after `other`'s positives: of its positives in the
+        checkpoint it is more common in, at least half, and at least MIN_LIFT times the share of all that
+        checkpoint's segments of its kinds (a broad draft is followed by much by chance), are the next segment
+        of their kind after one of `other`'s positives in the same rollout; and it separates the checkpoints
+        (z >= MIN_Z) nowhere else. A consequence in sequence (a probe fails, so the tool is called again)
+        shares no segments with its cause, so `explained` cannot see it."""
+        after = self.followers(other.hits)
+        if not (draft.hits and after):
+            return False
+        index, _ = self.index(draft.kinds)
+        more = index.is_after if draft.direction == "increase" else ~index.is_after
+        in_more = frozenset(index.segment_ids[more].tolist())
+        mine = in_more & draft.hits
+        share = len(mine & after) / max(len(mine), 1)
+        return (
+            share >= max(0.5, MIN_LIFT * len(in_more & after) / max(len(in_more), 1))
+            and self._leaves_half(draft, after)
+            and self.z_among(draft, after, False) < MIN_Z
+        )
+
+    def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
+        _, segs = self.index(kinds)
+        return Rates.measure(hits, segs, self.population.rollouts, self.population.after)

@@ -1,0 +1,205 @@
+"""One finding per behaviour: near-duplicate drafts merged, and drafts whose change others explain set aside.
+
+Decided on discovery labels only, before anything is tested on held-out. What a draft became is kept in the
+surviving draft's provenance: `merged` (the same behaviour, another wording or labeler) and `side_effects`
+(a change that follows from the finding: in its segments, or right after them in the same rollout).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from engine.hypotheses.discovery import MIN_Z, Discovery, Draft
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
+from engine.hypotheses.ngrams import mostly_inside, nearly_equal
+from engine.hypotheses.statements import concept_statement
+
+# Two exemplar drafts are wordings of one behaviour when one's labeler matches at least this share of the
+# other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
+# own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
+MIN_EXEMPLARS_MATCHED = 0.5
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def _same_statement(a: Draft, b: Draft) -> bool:
+    """Drafts without discovery labels (judge drafts) are the same when their statements share most words."""
+    wa, wb = _words(a.statement), _words(b.statement)
+    return bool(wa | wb) and len(wa & wb) / len(wa | wb) >= 0.7
+
+
+def _names_a_behaviour(draft: Draft) -> bool:
+    return "similar_to" in json.dumps(draft.spec)
+
+
+def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
+    return {
+        "statement": draft.statement,
+        "feature_ids": draft.provenance.get("feature_ids"),
+        "spec": draft.spec,
+        "relation": relation,
+    }
+
+
+def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Draft]:
+    """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
+    discovery positives), each against the drafts already kept in the same direction:
+
+    - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
+    - at least half of its positives inside kept drafts it co-occurs with (`Discovery.co_occurs`), and no change
+      of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
+      most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
+      as it names a behaviour worded many ways);
+    - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
+      (`_another_wording`): the same behaviour in other words, joined into it (`_joined`);
+    - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
+      (fewer apologies among the many short turns) is a distinct behaviour.
+
+    Then `_without_side_effects` drops the kept drafts whose change the others explain."""
+    kept: list[Draft] = []
+    for draft in sorted(drafts, key=lambda d: (-len(d.hits), not _names_a_behaviour(d), -d.score)):
+        peers = [k for k in kept if k.direction == draft.direction]
+        twin = next(
+            (k for k in peers if (k.labeler == draft.labeler and k.spec == draft.spec)
+             or (not (k.hits and draft.hits) and _same_statement(k, draft))),
+            None,
+        )  # fmt: skip
+        if twin is not None:
+            twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
+            continue
+        main = _wording_inside(draft, [k for k in peers if discovery.co_occurs(draft, k)], discovery)
+        if main is not None:
+            if (
+                _names_a_behaviour(draft)
+                and not _names_a_behaviour(main)
+                and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
+            ):
+                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+            elif _similar_nodes(draft.spec) and _similar_nodes(main.spec):
+                kept[kept.index(main)] = _joined(main, draft, discovery, "narrower wording")
+            else:
+                main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
+            continue
+        wording = next((k for k in peers if _another_wording(draft, k, discovery)), None)
+        if wording is not None:
+            kept[kept.index(wording)] = _joined(wording, draft, discovery)
+            continue
+        kept.append(_fresh(draft, []))
+    return _without_side_effects(kept, discovery)
+
+
+def _wording_inside(draft: Draft, near: list[Draft], discovery: Discovery) -> Draft | None:
+    """The kept draft, of those the draft co-occurs with (`near`), that it is a narrower wording of: at least
+    half of its positives inside, and no change of its own among them (z < MIN_Z). One such draft, the one it
+    overlaps most, is tried first, then all of them together: a broad draft that merely co-occurs (one of
+    the many that label a fifth of the turns) must not hide that the draft lies inside another."""
+    near = sorted(near, key=lambda k: -len(k.hits & draft.hits))
+    tries = [(k.hits, k) for k in near] + ([(frozenset().union(*(k.hits for k in near)), near[0])] if near else [])
+    for within, main in tries:
+        if 2 * len(draft.hits & within) >= len(draft.hits) and discovery.z_among(draft, within, True) < MIN_Z:
+            return main
+    return None
+
+
+def _similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `similar_to` nodes of an extractive exemplar spec: `{"all": [KIND, NODE]}`, NODE one `similar_to`
+    or `{"any": [similar_to, ...]}` (wordings joined by `_joined`); none for any other spec."""
+    parts = spec.get("all", [])
+    if len(parts) != 2 or "kind" not in parts[0]:
+        return []
+    nodes = parts[1].get("any", [parts[1]])
+    return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
+
+
+def _another_wording(draft: Draft, kept: Draft, discovery: Discovery) -> bool:
+    """Whether an extractive exemplar draft is another wording of a kept one of the same kinds: its positives
+    mostly outside the kept one's (paraphrases of one behaviour rarely meet in one segment, so co-occurrence
+    cannot unite them), and the kept labeler matches at least MIN_EXEMPLARS_MATCHED of its exemplars."""
+    mine, theirs = _similar_nodes(draft.spec), _similar_nodes(kept.spec)
+    if (
+        not (mine and theirs)
+        or draft.kinds != kept.kinds
+        or "extractive" != draft.origin
+        or kept.origin != draft.origin
+    ):
+        return False
+    if 2 * len(draft.hits & kept.hits) > len(draft.hits):
+        return False
+    embed = discovery.population.embedder.embed
+    vectors = embed([t for node in mine for t in node["exemplars"]])
+    matched = np.zeros(len(vectors), dtype=bool)
+    for node in theirs:
+        sims = (vectors @ embed(node["exemplars"]).T).max(axis=1)
+        matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+    return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
+
+
+def _joined(kept: Draft, wording: Draft, discovery: Discovery, relation: str = "another wording") -> Draft:
+    """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
+    when that separates the discovery checkpoints better (higher z), its statement then restated with the
+    joined labeler's discovery counts and rates; else the wording is only its provenance."""
+    spec = {
+        "all": [
+            kept.spec["all"][0],
+            {"any": [{"similar_to": n} for n in _similar_nodes(kept.spec) + _similar_nodes(wording.spec)]},
+        ]
+    }
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), kept.kinds)
+    score = z if kept.direction == "increase" else -z
+    if score <= kept.score:
+        kept.provenance["merged"].append(_absorbed(wording, relation))
+        return kept
+    index, _ = discovery.index(kept.kinds)
+    medoid = _similar_nodes(kept.spec)[0]["exemplars"][0]
+    restated = concept_statement(
+        kept.direction == "increase", kept.kinds, medoid, int(hits.sum()), kept.provenance.get("words", [])
+    )
+    merged = [*kept.provenance["merged"], _absorbed(wording, f"{relation}, its exemplars joined")]
+    return replace(
+        kept,
+        statement=f"{restated}: {discovery.rates(hits, kept.kinds).text(kept.kinds)}",
+        spec=spec,
+        score=score,
+        discovery_delta=delta,
+        hits=frozenset(index.segment_ids[hits].tolist()),
+        provenance={**kept.provenance, "merged": merged},
+    )
+
+
+def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
+    return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
+
+
+def _without_side_effects(kept: list[Draft], discovery: Discovery) -> list[Draft]:
+    """Drop the drafts whose change the other kept drafts explain, in either direction, each recorded as a
+    side effect of one of them: where their segments explain it (fewer reasoning turns of 10-49 words because
+    others gained a sentence and grew), of the draft whose segments alone explain most of it; else where it
+    follows one of them in sequence (`Discovery.follows`: the tool called again after a failed probe call),
+    of that draft. The least preferred are tried first, so of two drafts that explain each other the
+    preferred one stays."""
+    kept = list(kept)
+    for draft in reversed(list(kept)):
+        # A draft nested inside this one is a part of it, not an explanation (fewer apologies in short turns).
+        others = [
+            k for k in kept if k is not draft and k.hits and not mostly_inside(len(k.hits & draft.hits), len(k.hits))
+        ]
+        if not draft.hits or not others:
+            continue
+        if discovery.explained(draft, frozenset().union(*(k.hits for k in others))):
+            main = min(others, key=lambda k: discovery.z_among(draft, k.hits, False))
+            relation = "change explained by this finding"
+        else:
+            cause = next((k for k in others if discovery.follows(draft, k)), None)
+            if cause is None:
+                continue
+            main, relation = cause, "follows this finding's segments in the same rollout"
+        main.provenance["side_effects"].append(_absorbed(draft, relation))
+        kept.remove(draft)
+    return kept
