@@ -93,13 +93,14 @@ def test_a_validated_hypothesis_is_about_handing_off(study: Path) -> None:
     assert ("heldout",) in {(labelled,) for *_, labelled in splits}
 
 
-def test_cli_reads_the_study(study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["info", str(study)]) == 0
-    assert main(["deltas", str(study), "--kind", "tool_call", "--top", "5"]) == 0
+def test_cli_reads_the_study(copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a copy: the report shows held-out examples, so writing it logs a held-out view."""
+    assert main(["info", str(copy)]) == 0
+    assert main(["deltas", str(copy), "--kind", "tool_call", "--top", "5"]) == 0
     printed = capsys.readouterr().out
     assert "standard" in printed and "tool_call" in printed
     for name in ("report.md", "report.html"):
-        assert main(["report", str(study), "-o", str(tmp_path / name)]) == 0
+        assert main(["report", str(copy), "-o", str(tmp_path / name)]) == 0
     markdown = (tmp_path / "report.md").read_text()
     assert "Validated findings" in markdown and "transfer" in markdown.lower()
     assert (tmp_path / "report.html").read_text().lstrip().lower().startswith("<!doctype html>")
