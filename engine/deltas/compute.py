@@ -138,7 +138,8 @@ def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndar
     n = block.n_features
     estimate, low, high = (np.full(n, np.nan) for _ in range(3))
     for start, stop in ((s, min(s + FEATURE_CHUNK, n)) for s in range(0, n, FEATURE_CHUNK)):
-        effect = effects(block.contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
+        contrast = block.contrast.columns(start, stop)
+        effect = effects(contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
         estimate[start:stop] = effect.estimate
         low[start:stop], high[start:stop] = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
     return estimate, low, high
