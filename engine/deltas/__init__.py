@@ -4,8 +4,8 @@ For every feature and segment kind (plus 'any', the rollout-level view): prevale
 task-weighted mean of each rollout's own rate (firing segments of the kind / its segments of the kind; for
 tool calls, stratified over tools: its rate among calls to each tool, combined with label-free tool weights),
 the pooled share beside it, the rollout-level rate (share of rollouts where it fires at least once), delta and
-ratio, a within-task permutation p-value (for 'any' rows adjusted for the feature's own log-exposure,
-Freedman-Lane), Benjamini-Hochberg q-values within each pre-declared
+ratio, a within-task permutation p-value (for 'any' rows on observed minus expected firing given the
+feature's own exposure and its task's per-segment rate), Benjamini-Hochberg q-values within each pre-declared
 family (engine.kinds.FAMILIES), a confidence interval on the same estimand, and the association of firing with
 reward within each checkpoint. A feature is tested only when the design lets it reach significance (Tarone);
 the others are recorded as skipped. Methods and choices: docs/statistics.md.

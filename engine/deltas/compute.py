@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-import scipy.sparse as sp
 
 from engine.deltas.data import KINDS, Discovery
 from engine.deltas.views import KindView
@@ -100,8 +99,7 @@ def _task_rows(data: Discovery, view: KindView, columns: np.ndarray, feature_ids
     frames = []
     for start in range(0, columns.size, FEATURE_CHUNK):
         stop = min(start + FEATURE_CHUNK, columns.size)
-        y = view.rates[:, columns[start:stop]]
-        y = y.toarray() if sp.issparse(y) else np.asarray(y)
+        y = dense_columns(view.rates[:, columns[start:stop]], 0, stop - start)
         block = {}
         for name, side in (("before", ~view.design.is_after), ("after", view.design.is_after)):
             onehot = task_onehot(codes[side], len(task_ids))
@@ -138,8 +136,7 @@ def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndar
     n = block.n_features
     estimate, low, high = (np.full(n, np.nan) for _ in range(3))
     for start, stop in ((s, min(s + FEATURE_CHUNK, n)) for s in range(0, n, FEATURE_CHUNK)):
-        contrast = block.contrast.columns(start, stop)
-        effect = effects(contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
+        effect = effects(block.contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
         estimate[start:stop] = effect.estimate
         low[start:stop], high[start:stop] = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
     return estimate, low, high

@@ -38,6 +38,12 @@ class Discovery:
     def task(self) -> np.ndarray:
         return self.rollouts["task_code"].to_numpy()
 
+    def per_tool(self) -> tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]] | None:
+        """(tool_totals, tool_support, tool_counts) when tool calls were loaded per tool, else None."""
+        if self.tool_totals is None or self.tool_support is None or self.tool_counts is None:
+            return None
+        return self.tool_totals, self.tool_support, self.tool_counts
+
 
 def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
     """A hash over the discovery inputs (rollouts, segments, features, activations) and any extra
@@ -52,7 +58,8 @@ def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
     digest = hashlib.sha256()
     for table, columns in parts:
         row = store.execute(f"SELECT count(*), coalesce(sum(hash({columns})), 0) FROM {table}").fetchone()
-        digest.update(f"{table}:{row[0]}:{row[1]};".encode())
+        count, total = row if row is not None else (0, 0)
+        digest.update(f"{table}:{count}:{total};".encode())
     return digest.hexdigest()[:16]
 
 
@@ -71,15 +78,15 @@ def load_discovery(
         [after, whole_study, before, after],
     )
     shared = rollouts.group_by("task_id").agg(pl.col("is_after").n_unique().alias("sides"))
-    shared = shared.filter(pl.col("sides") == 2)["task_id"]
-    kept = rollouts.filter(pl.col("task_id").is_in(shared.implode()))
+    shared_ids = shared.filter(pl.col("sides") == 2)["task_id"]
+    kept = rollouts.filter(pl.col("task_id").is_in(shared_ids.implode()))
     task_code = np.unique(kept["task_id"].to_numpy(), return_inverse=True)[1].ravel()
     kept = kept.with_columns(task_code=pl.Series(task_code, dtype=pl.Int64)).with_row_index("r")
     if groups is None:
         columns = store.frame("SELECT feature_id, source FROM features ORDER BY feature_id")
         groups = columns.with_row_index("group").select("feature_id", pl.col("group").cast(pl.Int64))
     else:
-        n_groups = int(groups["group"].max() or 0) + 1 if groups.height else 0
+        n_groups = int(groups["group"].to_numpy().max()) + 1 if groups.height else 0
         columns = pl.DataFrame({"feature_id": np.arange(n_groups), "source": ["cluster"] * n_groups})
     store.execute("CREATE OR REPLACE TEMP TABLE delta_rollouts (rollout_key BIGINT, r INTEGER)")
     store.execute("CREATE OR REPLACE TEMP TABLE delta_groups (feature_id BIGINT, grp BIGINT)")
@@ -131,7 +138,7 @@ def load_discovery(
     tool_totals = np.zeros((n, len(tools)))
     np.add.at(
         tool_totals,
-        (tool_calls["r"].to_numpy(), [tool_code[t] for t in tool_calls["tool"]]),
+        (tool_calls["r"].to_numpy(), np.array([tool_code[t] for t in tool_calls["tool"]], dtype=np.int64)),
         tool_calls["n"].to_numpy(),
     )
     pairs = tool_fired.select("tool", "f").unique()

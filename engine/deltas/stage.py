@@ -12,6 +12,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.deltas.compute import CONFIDENCE, compute_deltas
 from engine.deltas.data import inputs_fingerprint, load_discovery
+from engine.deltas.ranking import exploratory_order
 from engine.errors import InputError
 from engine.progress import NullProgress, Progress
 from engine.runs import is_done, record_run
@@ -43,7 +44,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         log.info("deltas: unchanged, skipped")
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
-        data = load_discovery(store, config.before, config.after)
+        data = load_discovery(store, *config.checkpoints)
         if data.rollouts.height == 0:
             raise InputError(
                 f"{store.path}: no task has discovery rollouts of both {config.before!r} and {config.after!r}; "
@@ -71,22 +72,18 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
 
 
 def exploratory_ranking(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> list[dict[str, object]]:
-    """With too few tasks to split by task, the whole study's strongest changes, for looking at only.
+    """With too few tasks to split by task, the whole study's largest credible changes, for looking at only.
 
-    Every rollout (both splits) goes through the same statistics; the rows are ranked by p-value, then |delta|,
-    and marked exploratory: they share data with everything validated later, so they are never a finding.
-    Confirmation stays with the held-out split (within task, "these tasks")."""
-    data = load_discovery(store, config.before, config.after, whole_study=True)
+    Every rollout (both splits) goes through the same statistics; the rows are ranked by their conservative
+    effect within family, families interleaved (`engine.deltas.ranking`), and marked exploratory: they share data
+    with everything validated later, so they are never a finding. Confirmation stays with the held-out split
+    (within task, "these tasks")."""
+    data = load_discovery(store, *config.checkpoints, whole_study=True)
     tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=NullProgress())
     names = store.frame("SELECT feature_id, name FROM features")
-    top = (
-        tables.deltas.filter(pl.col("tested"))
-        .join(names, on="feature_id")
-        .with_columns(size=pl.col("delta").abs())
-        .sort(["p_value", "size"], descending=[False, True], nulls_last=True)
-        .head(EXPLORATORY_TOP)
-        .select("feature_id", "name", "kind", "family", "prevalence_before", "prevalence_after", "delta", "p_value")
-    )
+    top = exploratory_order(tables.deltas.filter(pl.col("tested")).join(names, on="feature_id"), EXPLORATORY_TOP)
+    columns = ["feature_id", "name", "kind", "family", "prevalence_before", "prevalence_after", "delta"]
+    top = top.select(*columns, "ci_low", "ci_high", "p_value", "q_value", "score")
     return [{**row, "status": "exploratory"} for row in top.iter_rows(named=True)]
 
 

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from engine.deltas.data import KINDS, Discovery
 from engine.kinds import ANY
 from engine.stats.design import CheckpointDesign, task_onehot
-from engine.stats.permutation import PermutationBlock
+from engine.stats.permutation import PermutationBlock, dense_columns
 from engine.stats.rates import rollout_rates
 from engine.stats.strata import stratified_rates
 
@@ -26,12 +26,16 @@ def _rows_of_kind(data: Discovery, kind: str) -> tuple[np.ndarray, CheckpointDes
 def _denominators(data: Discovery, kind: str, rows: np.ndarray) -> np.ndarray:
     """Segments behind each pooled share: the kind's segments; for tool calls, per feature, the calls to the
     tools the feature fires on anywhere in discovery."""
-    if kind == "tool_call" and data.tool_totals is not None:
-        return np.asarray(data.tool_support.T @ data.tool_totals[rows].T, dtype=np.float64).T
+    tools = data.per_tool()
+    if kind == "tool_call" and tools is not None:
+        tool_totals, support, _ = tools
+        return np.asarray(support.T @ tool_totals[rows].T, dtype=np.float64).T
     return data.totals[kind][rows]
 
 
-def _tool_stratified_rates(data: Discovery, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
+def _tool_stratified_rates(
+    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray, design: CheckpointDesign
+) -> np.ndarray:
     """(rows, n_features) each rollout's tool-call rate stratified over tools (`engine.stats.strata`): the
     feature's rate among its calls to each tool it fires on, weighted by the tool's pooled calls.
 
@@ -39,8 +43,8 @@ def _tool_stratified_rates(data: Discovery, rows: np.ndarray, design: Checkpoint
     weights' meaning: the rate is composition-proof whatever the feature's source, while the pooled share beside
     it is not.
     """
-    counts = [tool_counts[rows] for tool_counts in data.tool_counts]
-    return stratified_rates(counts, data.tool_totals[rows], data.tool_support.toarray(), design)
+    tool_totals, support, tool_counts = tools
+    return stratified_rates([counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray(), design)
 
 
 def _exposures(data: Discovery, rows: np.ndarray) -> np.ndarray:
@@ -55,23 +59,25 @@ def _exposures(data: Discovery, rows: np.ndarray) -> np.ndarray:
     """
     kinds = [k for k in KINDS if k in data.counts]
     n_features = data.features.height
+    tools = data.per_tool() if "tool_call" in kinds else None
     fires = [np.asarray(data.counts[k][rows].sum(axis=0)).ravel() > 0 for k in kinds]
-    keys = [f for k, f in zip(kinds, fires, strict=True) if k != "tool_call" or data.tool_support is None]
+    keys = [f for k, f in zip(kinds, fires, strict=True) if k != "tool_call" or tools is None]
     identity = np.zeros(n_features, dtype=bool)
-    if "tool_call" in kinds and data.tool_support is not None:
+    if tools is not None:
+        tool_totals, support, _ = tools
         on_tool = fires[kinds.index("tool_call")]
-        calls = np.asarray(data.tool_support.T @ data.tool_totals[rows].sum(axis=0)).ravel()
+        calls = np.asarray(support.T @ tool_totals[rows].sum(axis=0)).ravel()
         identity = on_tool & (np.asarray(data.counts["tool_call"][rows].sum(axis=0)).ravel() >= calls)
-        keys += list(data.tool_support.toarray().astype(bool) & on_tool[None, :])
+        keys += list(support.toarray().astype(bool) & on_tool[None, :])
     key_matrix = np.column_stack(keys) if keys else np.zeros((n_features, 0), dtype=bool)
     key_matrix[identity] = False
     patterns, code = np.unique(key_matrix, axis=0, return_inverse=True)
-    plain = [k for k in kinds if k != "tool_call" or data.tool_support is None]
+    plain = [k for k in kinds if k != "tool_call" or tools is None]
     columns = []
     for pattern in patterns:
         exposure = sum((data.totals[k][rows] for k, on in zip(plain, pattern, strict=False) if on), np.zeros(rows.size))
-        if data.tool_support is not None and "tool_call" in kinds:
-            exposure = exposure + data.tool_totals[rows] @ pattern[len(plain) :].astype(np.float64)
+        if tools is not None:
+            exposure = exposure + tools[0][rows] @ pattern[len(plain) :].astype(np.float64)
         if not pattern.any():
             exposure = data.lengths[rows]
         columns.append(exposure)
@@ -83,8 +89,9 @@ def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign)
 
     E is the feature's exposure in the rollout (`_exposures`) and r its per-segment rate in the rollout's task:
     firing segments over exposure summed over the task's rollouts of both checkpoints. Pooled over checkpoints,
-    the offset is the same under every within-task relabelling, so a permutation test adjusted for it stays
-    valid under the null; it is the covariate of the 'any' rows' Freedman-Lane test (`FeatureContrast`).
+    the offset is the same under every within-task relabelling, so the within-task permutation test of
+    (fires anywhere - offset), the 'any' rows' statistic, stays exact under exchangeability. Its coefficient is
+    fixed at 1: a fitted slope would absorb any change that goes with length (measured in docs/statistics.md).
     """
     exposure = _exposures(data, rows)
     kinds = [k for k in KINDS if k in data.counts]
@@ -100,8 +107,8 @@ def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign)
 class KindView:
     """One kind's design, rates and covariates over its rollouts (`rows` index the Discovery's rollouts).
 
-    `offsets` (for 'any' rows) holds each feature's own covariate, its expected chance of firing anywhere
-    (`expected_firing`); other kinds have none."""
+    `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
+    subtracted from the rates that are tested; other kinds have none."""
 
     kind: str
     rows: np.ndarray
@@ -116,17 +123,19 @@ class KindView:
         rows, design = _rows_of_kind(data, kind)
         counts = sp.csc_array(data.counts[kind][rows])
         totals = _denominators(data, kind, rows)
-        # Fires-anywhere rises with exposure alone: adjust for the expected firing given exposure (Freedman-Lane).
+        # Fires-anywhere rises with exposure alone: its rows test observed minus expected firing given exposure.
         offsets = expected_firing(data, rows, design) if kind == ANY else None
-        if kind == "tool_call" and data.tool_counts is not None:
-            rates = _tool_stratified_rates(data, rows, design)
-        else:
-            rates = rollout_rates(counts, totals, design)
+        tools = data.per_tool() if kind == "tool_call" else None
+        rates = (
+            _tool_stratified_rates(tools, rows, design) if tools is not None else rollout_rates(counts, totals, design)
+        )
         return cls(kind, rows, design, rates, counts, totals, offsets)
 
     def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
         """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""
         if columns.size == 0:
             return []
-        offsets = None if self.offsets is None else self.offsets[:, columns]
-        return [(columns, PermutationBlock.of_rates(self.rates[:, columns], self.design, offsets=offsets))]
+        rates = self.rates[:, columns]
+        if self.offsets is not None:  # observed minus expected firing: the offset's coefficient is fixed at 1
+            rates = dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
+        return [(columns, PermutationBlock.of_rates(rates, self.design))]

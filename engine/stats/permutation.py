@@ -17,7 +17,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign, as_float32
-from engine.stats.featurewise import FeatureContrast
 from engine.stats.rates import Contrast, Matrix, rollout_rates
 
 log = logging.getLogger(__name__)
@@ -53,18 +52,13 @@ class PermutationBlock:
     totals: np.ndarray
     design: CheckpointDesign
     covariates: np.ndarray | None = None
-    offsets: np.ndarray | None = None  # (n_rollouts, n_features): one covariate per feature (FeatureContrast)
 
     @classmethod
     def of_rates(
-        cls,
-        rates: Matrix,
-        design: CheckpointDesign,
-        covariates: np.ndarray | None = None,
-        offsets: np.ndarray | None = None,
+        cls, rates: Matrix, design: CheckpointDesign, covariates: np.ndarray | None = None
     ) -> PermutationBlock:
         """A block of rates computed elsewhere (e.g. stratified over tools): the rates with totals of 1."""
-        return cls(rates, np.ones(design.n_rollouts), design, covariates, offsets)
+        return cls(rates, np.ones(design.n_rollouts), design, covariates)
 
     @property
     def n_features(self) -> int:
@@ -75,23 +69,21 @@ class PermutationBlock:
         return rollout_rates(self.counts, self.totals, self.design)
 
     @cached_property
-    def contrast(self) -> Contrast | FeatureContrast:
-        if self.offsets is not None:
-            return FeatureContrast(self.design, self.offsets)
+    def contrast(self) -> Contrast:
         return Contrast(self.design, self.covariates)
 
     def select(self, columns: np.ndarray) -> PermutationBlock:
         """The block of `columns` only."""
-        counts = self.counts.tocsc()[:, columns] if sp.issparse(self.counts) else self.counts[:, columns]
+        dense = isinstance(self.counts, np.ndarray)
+        counts = self.counts[:, columns] if dense else sp.csc_array(self.counts)[:, columns]
         totals = self.totals if self.totals.ndim == 1 else self.totals[:, columns]
-        offsets = None if self.offsets is None else self.offsets[:, columns]
-        return PermutationBlock(counts, totals, self.design, self.covariates, offsets)
+        return PermutationBlock(counts, totals, self.design, self.covariates)
 
 
 def dense_columns(counts: Matrix, start: int, stop: int) -> np.ndarray:
     """Columns start:stop of a dense or sparse matrix as dense float64."""
     block = counts[:, start:stop]
-    return np.asarray(block.toarray() if sp.issparse(block) else block, dtype=np.float64)
+    return np.asarray(block if isinstance(block, np.ndarray) else block.toarray(), dtype=np.float64)
 
 
 def feature_spans(n_features: int, rows: int) -> list[tuple[int, int]]:
@@ -109,30 +101,27 @@ def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_per
     """
     design, contrast = block.design, block.contrast
     n_features = block.n_features
-    rates = block.rates.tocsc() if sp.issparse(block.rates) else block.rates
+    rates = block.rates if isinstance(block.rates, np.ndarray) else sp.csc_array(block.rates)
     observed = np.full(n_features, np.nan)
     spans = feature_spans(n_features, min(PERMUTATION_CHUNK, max(n_permutations, 1)))
     exceed = np.zeros(n_features, dtype=np.int64)
-    if design.n_rollouts == 0 or np.all(contrast.xx <= 1e-12):
+    if design.n_rollouts == 0 or contrast.xx <= 1e-12:
         return PermutationResult(observed, np.full(n_features, np.nan), exceed, np.zeros(n_features, np.int64))
     columns = []
     for start, stop in spans:
-        part = contrast.columns(start, stop)
         y = dense_columns(rates, start, stop)
-        gamma = part.gamma(y)
-        stat = part.observed(y, gamma)
-        observed[start:stop] = stat / part.xx
-        columns.append((part, as_float32(y), gamma, np.abs(stat) * (1 - TIE_TOLERANCE)))
+        gamma = contrast.gamma(y)
+        stat = contrast.observed(y, gamma)
+        observed[start:stop] = stat / contrast.xx
+        columns.append((as_float32(y), gamma, np.abs(stat) * (1 - TIE_TOLERANCE)))
     done = 0
     while done < n_permutations:
         n = min(PERMUTATION_CHUNK, n_permutations - done)
-        permuted = contrast.draw(n, rng)
-        for (start, stop), (part, y, gamma, bar) in zip(spans, columns, strict=True):
-            exceed[start:stop] += (np.abs(part.statistic(permuted, y, gamma)) >= bar).sum(axis=0)
+        permuted = design.permuted(contrast.x, n, rng)
+        for (start, stop), (y, gamma, bar) in zip(spans, columns, strict=True):
+            exceed[start:stop] += (np.abs(contrast.statistic(permuted, y, gamma)) >= bar).sum(axis=0)
         done += n
     p = (exceed + 1) / (n_permutations + 1)
-    degenerate = np.broadcast_to(contrast.xx <= 1e-12, (n_features,))  # the label is its covariate
-    observed[degenerate], p[degenerate] = np.nan, np.nan
     return PermutationResult(observed, p, exceed, np.full(n_features, n_permutations))
 
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign, as_float32, task_onehot
-from engine.stats.featurewise import FeatureContrast
 
-Matrix = np.ndarray | sp.sparray | sp.spmatrix
+Matrix: TypeAlias = np.ndarray | sp.sparray | sp.spmatrix
 
 
 def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) -> Matrix:
@@ -45,7 +45,7 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
         if sp.issparse(counts):
             return sp.csc_array(inverse @ sp.csc_array(counts, dtype=np.float64))
         return np.asarray(counts, dtype=np.float64) / totals[:, None]
-    dense = counts.toarray() if sp.issparse(counts) else np.asarray(counts, dtype=np.float64)
+    dense = np.asarray(counts, dtype=np.float64) if isinstance(counts, np.ndarray) else counts.toarray()
     has = totals > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = np.where(has, dense / np.where(has, totals, 1.0), 0.0)
@@ -96,18 +96,6 @@ class Contrast:
     def n_covariates(self) -> int:
         return 0 if self.z is None else int(self.z.shape[1])
 
-    def columns(self, start: int, stop: int) -> Contrast:
-        """The contrast of features start:stop: the same, one label serves every feature."""
-        return self
-
-    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """(n, n_rollouts) permuted contrast vectors, each row permuted within every task."""
-        return self.design.permuted(self.x, n, rng)
-
-    def project(self, values: np.ndarray) -> np.ndarray:
-        """(n_features,) x' v for (n_rollouts, n_features) values."""
-        return self.x @ values
-
     def gamma(self, y: np.ndarray) -> np.ndarray | None:
         """(k', n_features) covariate slopes of the reduced (null) model, or None without covariates."""
         if self.z_pinv is None:
@@ -120,7 +108,7 @@ class Contrast:
         Each row sums to zero within every task, so task means drop out; covariates leave via gamma.
         """
         stat = (as_float32(x_rows) @ as_float32(y)).astype(np.float64)
-        if gamma is not None:
+        if gamma is not None and self.z is not None:
             stat -= (x_rows.astype(np.float64) @ self.z) @ gamma
         return stat
 
@@ -145,7 +133,7 @@ class Effects:
     unit: str  # 'task' (cluster-robust over tasks) or 'rollout' (heteroscedasticity-robust, these tasks)
 
 
-def effects(contrast: Contrast | FeatureContrast, y: np.ndarray, *, by_task: bool) -> Effects:
+def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
     """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
@@ -153,22 +141,20 @@ def effects(contrast: Contrast | FeatureContrast, y: np.ndarray, *, by_task: boo
     of freedom, p = tasks + covariates + 1 (speaks for these tasks). A zero standard error is returned as
     NaN: an interval of zero width is never a statement the data support.
     """
-    design = contrast.design
-    x = contrast.x if contrast.x.ndim == 2 else contrast.x[:, None]  # one label per feature, or one for all
+    design, x = contrast.design, contrast.x
     gamma = contrast.gamma(y)
     resid0 = contrast.null_residuals(y, gamma)
     with np.errstate(divide="ignore", invalid="ignore"):
-        beta = contrast.project(resid0) / contrast.xx
-    resid = resid0 - x * beta
+        beta = (x @ resid0) / contrast.xx
+    resid = resid0 - np.outer(x, beta)
     n, g = design.n_rollouts, design.n_tasks
     if by_task:
-        scores = task_onehot(design.task, g) @ (x * resid)
+        scores = task_onehot(design.task, g) @ (x[:, None] * resid)
         variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
         df = float(g - 1)
     else:
         p = g + contrast.n_covariates + 1
-        squares = (contrast.x**2) @ (resid**2) if contrast.x.ndim == 1 else ((x**2) * resid**2).sum(axis=0)
-        variance = squares * n / max(n - p, 1)
+        variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
         df = float(n - p)
     with np.errstate(divide="ignore", invalid="ignore"):
         se = np.sqrt(variance) / contrast.xx
