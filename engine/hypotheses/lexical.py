@@ -49,8 +49,8 @@ def lexical_sources(
         rows = np.array([row_of[int(k)] for k in segs["rollout_key"]])
         vocab: dict[str, int] = {}
         cells_r, cells_c = [], []
-        for r, grams in zip(rows, index.grams, strict=True):
-            for g in sorted(grams):  # columns in one order whatever the hash seed: ties then break the same way
+        for r, segment_grams in zip(rows, index.grams, strict=True):
+            for g in sorted(segment_grams):  # columns in one order whatever the hash seed: ties then break the same way
                 cells_r.append(r)
                 cells_c.append(vocab.setdefault(g, len(vocab)))
         if not vocab:
@@ -76,9 +76,8 @@ def lexical_sources(
             testable = testable[np.argsort(-firing[testable], kind="stable")[:MAX_TESTED]]
         if testable.size == 0:
             continue
-        grams = np.array(list(vocab))[testable]
         blocks.append(PermutationBlock.of_rates(rates[:, testable], design))
-        meta.append((kind, grams))
+        meta.append((kind, np.array(list(vocab))[testable]))
     if not blocks:
         return []
     results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=n_permutations * 100)
