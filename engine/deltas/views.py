@@ -105,7 +105,7 @@ def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign)
 
 @dataclass(frozen=True)
 class KindView:
-    """One kind's design, rates and covariates over its rollouts (`rows` index the Discovery's rollouts).
+    """One kind's design, rates and offsets over its rollouts (`rows` index the Discovery's rollouts).
 
     `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
     subtracted from the rates that are tested; other kinds have none."""

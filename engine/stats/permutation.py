@@ -2,8 +2,7 @@
 
 Every feature's null distribution comes from one matrix product, (permutations x rollouts) @ (rollouts x
 features), in chunks of permutations and features so memory stays bounded whatever the sizes. Segments stay
-with their rollout: a rollout's rate moves as a whole when its label moves. With covariates (rollout-level rows
-adjusted for length) the permuted vector is the residualised label, which is the Freedman-Lane test.
+with their rollout: a rollout's rate moves as a whole when its label moves.
 """
 
 from __future__ import annotations
@@ -46,19 +45,16 @@ class PermutationResult:
 @dataclass(frozen=True)
 class PermutationBlock:
     """Features sharing one design: counts (rollouts x features, dense or sparse) and totals over the design's
-    rollouts (1-d: segments of the kind, all positive; 2-d: a denominator per feature), optional covariates."""
+    rollouts (1-d: segments of the kind, all positive; 2-d: a denominator per feature)."""
 
     counts: Matrix
     totals: np.ndarray
     design: CheckpointDesign
-    covariates: np.ndarray | None = None
 
     @classmethod
-    def of_rates(
-        cls, rates: Matrix, design: CheckpointDesign, covariates: np.ndarray | None = None
-    ) -> PermutationBlock:
+    def of_rates(cls, rates: Matrix, design: CheckpointDesign) -> PermutationBlock:
         """A block of rates computed elsewhere (e.g. stratified over tools): the rates with totals of 1."""
-        return cls(rates, np.ones(design.n_rollouts), design, covariates)
+        return cls(rates, np.ones(design.n_rollouts), design)
 
     @property
     def n_features(self) -> int:
@@ -70,14 +66,14 @@ class PermutationBlock:
 
     @cached_property
     def contrast(self) -> Contrast:
-        return Contrast(self.design, self.covariates)
+        return Contrast(self.design)
 
     def select(self, columns: np.ndarray) -> PermutationBlock:
         """The block of `columns` only."""
         dense = isinstance(self.counts, np.ndarray)
         counts = self.counts[:, columns] if dense else sp.csc_array(self.counts)[:, columns]
         totals = self.totals if self.totals.ndim == 1 else self.totals[:, columns]
-        return PermutationBlock(counts, totals, self.design, self.covariates)
+        return PermutationBlock(counts, totals, self.design)
 
 
 def dense_columns(counts: Matrix, start: int, stop: int) -> np.ndarray:
@@ -110,16 +106,15 @@ def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_per
     columns = []
     for start, stop in spans:
         y = dense_columns(rates, start, stop)
-        gamma = contrast.gamma(y)
-        stat = contrast.observed(y, gamma)
+        stat = contrast.observed(y)
         observed[start:stop] = stat / contrast.xx
-        columns.append((as_float32(y), gamma, np.abs(stat) * (1 - TIE_TOLERANCE)))
+        columns.append((as_float32(y), np.abs(stat) * (1 - TIE_TOLERANCE)))
     done = 0
     while done < n_permutations:
         n = min(PERMUTATION_CHUNK, n_permutations - done)
         permuted = design.permuted(contrast.x, n, rng)
-        for (start, stop), (y, gamma, bar) in zip(spans, columns, strict=True):
-            exceed[start:stop] += (np.abs(contrast.statistic(permuted, y, gamma)) >= bar).sum(axis=0)
+        for (start, stop), (y, bar) in zip(spans, columns, strict=True):
+            exceed[start:stop] += (np.abs(contrast.statistic(permuted, y)) >= bar).sum(axis=0)
         done += n
     p = (exceed + 1) / (n_permutations + 1)
     return PermutationResult(observed, p, exceed, np.full(n_features, n_permutations))
