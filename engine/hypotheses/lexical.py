@@ -2,7 +2,8 @@
 
 The features stage may miss a short, rare phrase (an SAE latent that also fires on most other text hides it).
 Every n-gram whose design lets it reach significance (Tarone's attainable p, as in the deltas) gets the deltas'
-test: each rollout's rate, within-task permutation of checkpoint labels, p-values refined where the Monte Carlo
+test: each rollout's rate (for tool calls stratified over tools, `engine.stats.strata`, so an n-gram's rate
+agrees with the deltas table's), within-task permutation of checkpoint labels, p-values refined where the Monte Carlo
 floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The strongest
 significant ones become sources; drafting, merging and held-out validation then treat them like feature sources.
 """
@@ -24,6 +25,7 @@ from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.permutation import PermutationBlock, refined_pvalues
 from engine.stats.rates import rollout_rates
+from engine.stats.strata import stratified_rates
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,8 @@ def lexical_sources(
         rows = np.array([row_of[int(k)] for k in segs["rollout_key"]])
         vocab: dict[str, int] = {}
         cells_r, cells_c = [], []
-        for r, grams in zip(rows, index.grams, strict=True):
-            for g in sorted(grams):  # columns in one order whatever the hash seed: ties then break the same way
+        for r, segment_grams in zip(rows, index.grams, strict=True):
+            for g in sorted(segment_grams):  # columns in one order whatever the hash seed: ties then break the same way
                 cells_r.append(r)
                 cells_c.append(vocab.setdefault(g, len(vocab)))
         if not vocab:
@@ -59,21 +61,23 @@ def lexical_sources(
         totals = np.bincount(rows, minlength=keys.size).astype(np.float32)
         has = np.flatnonzero(totals > 0)
         design = CheckpointDesign.from_labels(is_after[has], task[has])
-        if kind == "tool_call":  # among calls to the tools the n-gram occurs on, as for tool-call features
-            totals = own_tool_calls(segs["tool_name"].to_list(), rows, index.grams, vocab, keys.size)
-        counts, totals = counts[has[design.keep]], totals[has[design.keep]]
-        firing = np.bincount(counts.tocoo().col, minlength=len(vocab))
-        floor = attainable_pvalue(rollout_rates(counts, totals, design), design)
+        kept = has[design.keep]
+        if kind == "tool_call":  # stratified over (task, tool) like the deltas' tool-call rates
+            per_tool, tool_totals, support = tool_strata(
+                segs["tool_name"].to_list(), rows, index.grams, vocab, keys.size
+            )
+            rates = stratified_rates([c[kept] for c in per_tool], tool_totals[kept], support, design)
+        else:
+            rates = rollout_rates(counts[kept], totals[kept], design)
+        firing = np.bincount(counts[kept].tocoo().col, minlength=len(vocab))
+        floor = attainable_pvalue(rates, design)
         testable = np.flatnonzero(floor <= fdr)
         if testable.size > MAX_TESTED:  # keep the most widespread: a filter blind to checkpoints keeps p valid
             testable = testable[np.argsort(-firing[testable], kind="stable")[:MAX_TESTED]]
         if testable.size == 0:
             continue
-        grams = np.array(list(vocab))[testable]
-        blocks.append(
-            PermutationBlock(counts[:, testable], totals if totals.ndim == 1 else totals[:, testable], design)
-        )
-        meta.append((kind, grams))
+        blocks.append(PermutationBlock.of_rates(rates[:, testable], design))
+        meta.append((kind, np.array(list(vocab))[testable]))
     if not blocks:
         return []
     results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=n_permutations * 100)
@@ -114,15 +118,28 @@ def lexical_sources(
     return sources
 
 
-def own_tool_calls(
+def tool_strata(
     tools: list[str | None], rows: np.ndarray, grams: list[set[str]], vocab: dict[str, int], n_rollouts: int
-) -> np.ndarray:
-    """(n_rollouts, n_grams) denominators: each rollout's calls to the tools an n-gram occurs on in discovery.
-    A new tool then cannot make every other tool's n-grams "decrease" as a share of all calls."""
-    code = {name: i for i, name in enumerate(dict.fromkeys(tools))}
-    per_tool = np.zeros((n_rollouts, len(code)))
-    np.add.at(per_tool, (rows, [code[t] for t in tools]), 1.0)
+) -> tuple[list[sp.csc_array], np.ndarray, np.ndarray]:
+    """(per tool: (n_rollouts, n_grams) calls to it containing each n-gram; (n_rollouts, n_tools) calls to each
+    tool; (n_tools, n_grams) 1 where an n-gram occurs on the tool in discovery), for `stratified_rates`.
+
+    One segment per tool call: `rows` and `grams` are per segment. A new tool then cannot make every other
+    tool's n-grams "decrease" as a share of all calls, nor move an n-gram's rate through the tool mix."""
+    code = {name: i for i, name in enumerate(dict.fromkeys(t or "" for t in tools))}
+    segment_tool = np.array([code[t or ""] for t in tools], dtype=np.int64)
+    per_tool_calls = np.zeros((n_rollouts, len(code)))
+    np.add.at(per_tool_calls, (rows, segment_tool), 1.0)
+    cells = [
+        (r, t, vocab[g]) for r, t, segment_grams in zip(rows, segment_tool, grams, strict=True) for g in segment_grams
+    ]
+    r_, t_, c_ = (
+        (np.array(v, dtype=np.int64) for v in zip(*cells, strict=True)) if cells else (np.zeros(0, np.int64),) * 3
+    )
     support = np.zeros((len(code), len(vocab)))
-    for tool, segment_grams in zip(tools, grams, strict=True):
-        support[code[tool], [vocab[g] for g in segment_grams]] = 1.0
-    return per_tool @ support
+    support[t_, c_] = 1.0
+    per_tool = [
+        sp.csc_array((np.ones(int((t_ == t).sum())), (r_[t_ == t], c_[t_ == t])), shape=(n_rollouts, len(vocab)))
+        for t in range(len(code))
+    ]
+    return per_tool, per_tool_calls, support

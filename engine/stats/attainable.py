@@ -7,8 +7,8 @@ largest value occurs in task g and j_g how many of those copies the after group 
 minimum. Any observed labelling has a two-sided p-value of at least min(count_max, count_min) / prod_g
 C(n_g, n_after_g), so a feature whose bound exceeds the level can never be significant: leaving it out of the
 Benjamini-Hochberg count loses nothing and, because the bound depends on the pooled values only (not on the
-labels), keeps every remaining p-value valid. With length covariates (Freedman-Lane) the statistic is not
-exactly this sum, and the bound of the unadjusted rates serves as an approximate filter.
+labels), keeps every remaining p-value valid. Rollout-level rows are tested on observed minus expected firing,
+not exactly these values, and the bound of the unadjusted rates serves there as an approximate filter.
 """
 
 from __future__ import annotations

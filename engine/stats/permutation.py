@@ -2,8 +2,7 @@
 
 Every feature's null distribution comes from one matrix product, (permutations x rollouts) @ (rollouts x
 features), in chunks of permutations and features so memory stays bounded whatever the sizes. Segments stay
-with their rollout: a rollout's rate moves as a whole when its label moves. With covariates (rollout-level rows
-adjusted for length) the permuted vector is the residualised label, which is the Freedman-Lane test.
+with their rollout: a rollout's rate moves as a whole when its label moves.
 """
 
 from __future__ import annotations
@@ -46,19 +45,16 @@ class PermutationResult:
 @dataclass(frozen=True)
 class PermutationBlock:
     """Features sharing one design: counts (rollouts x features, dense or sparse) and totals over the design's
-    rollouts (1-d: segments of the kind, all positive; 2-d: a denominator per feature), optional covariates."""
+    rollouts (1-d: segments of the kind, all positive; 2-d: a denominator per feature)."""
 
     counts: Matrix
     totals: np.ndarray
     design: CheckpointDesign
-    covariates: np.ndarray | None = None
 
     @classmethod
-    def of_rates(
-        cls, rates: Matrix, design: CheckpointDesign, covariates: np.ndarray | None = None
-    ) -> PermutationBlock:
+    def of_rates(cls, rates: Matrix, design: CheckpointDesign) -> PermutationBlock:
         """A block of rates computed elsewhere (e.g. stratified over tools): the rates with totals of 1."""
-        return cls(rates, np.ones(design.n_rollouts), design, covariates)
+        return cls(rates, np.ones(design.n_rollouts), design)
 
     @property
     def n_features(self) -> int:
@@ -70,19 +66,20 @@ class PermutationBlock:
 
     @cached_property
     def contrast(self) -> Contrast:
-        return Contrast(self.design, self.covariates)
+        return Contrast(self.design)
 
     def select(self, columns: np.ndarray) -> PermutationBlock:
         """The block of `columns` only."""
-        counts = self.counts.tocsc()[:, columns] if sp.issparse(self.counts) else self.counts[:, columns]
+        dense = isinstance(self.counts, np.ndarray)
+        counts = self.counts[:, columns] if dense else sp.csc_array(self.counts)[:, columns]
         totals = self.totals if self.totals.ndim == 1 else self.totals[:, columns]
-        return PermutationBlock(counts, totals, self.design, self.covariates)
+        return PermutationBlock(counts, totals, self.design)
 
 
 def dense_columns(counts: Matrix, start: int, stop: int) -> np.ndarray:
     """Columns start:stop of a dense or sparse matrix as dense float64."""
     block = counts[:, start:stop]
-    return np.asarray(block.toarray() if sp.issparse(block) else block, dtype=np.float64)
+    return np.asarray(block if isinstance(block, np.ndarray) else block.toarray(), dtype=np.float64)
 
 
 def feature_spans(n_features: int, rows: int) -> list[tuple[int, int]]:
@@ -100,7 +97,7 @@ def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_per
     """
     design, contrast = block.design, block.contrast
     n_features = block.n_features
-    rates = block.rates.tocsc() if sp.issparse(block.rates) else block.rates
+    rates = block.rates if isinstance(block.rates, np.ndarray) else sp.csc_array(block.rates)
     observed = np.full(n_features, np.nan)
     spans = feature_spans(n_features, min(PERMUTATION_CHUNK, max(n_permutations, 1)))
     exceed = np.zeros(n_features, dtype=np.int64)
@@ -109,16 +106,15 @@ def permutation_pvalues(block: PermutationBlock, rng: np.random.Generator, n_per
     columns = []
     for start, stop in spans:
         y = dense_columns(rates, start, stop)
-        gamma = contrast.gamma(y)
-        stat = contrast.observed(y, gamma)
+        stat = contrast.observed(y)
         observed[start:stop] = stat / contrast.xx
-        columns.append((as_float32(y), gamma, np.abs(stat) * (1 - TIE_TOLERANCE)))
+        columns.append((as_float32(y), np.abs(stat) * (1 - TIE_TOLERANCE)))
     done = 0
     while done < n_permutations:
         n = min(PERMUTATION_CHUNK, n_permutations - done)
         permuted = design.permuted(contrast.x, n, rng)
-        for (start, stop), (y, gamma, bar) in zip(spans, columns, strict=True):
-            exceed[start:stop] += (np.abs(contrast.statistic(permuted, y, gamma)) >= bar).sum(axis=0)
+        for (start, stop), (y, bar) in zip(spans, columns, strict=True):
+            exceed[start:stop] += (np.abs(contrast.statistic(permuted, y)) >= bar).sum(axis=0)
         done += n
     p = (exceed + 1) / (n_permutations + 1)
     return PermutationResult(observed, p, exceed, np.full(n_features, n_permutations))

@@ -31,7 +31,7 @@ def permutation_se(counts: np.ndarray, totals: np.ndarray, design: CheckpointDes
         return np.full(np.shape(counts)[1], np.nan)
     contrast = Contrast(design)
     y = np.asarray(rollout_rates(counts, totals, design), dtype=np.float64)
-    resid = contrast.null_residuals(y, None)
+    resid = contrast.null_residuals(y)
     onehot = task_onehot(design.task, design.n_tasks)
     n_g = np.bincount(design.task, minlength=design.n_tasks).astype(np.float64)
     ssx = onehot @ contrast.x**2

@@ -1,8 +1,7 @@
 """The estimand every prevalence statistic shares: each rollout's own rate, compared within task.
 
 A rollout's rate is y_r = c_r / t_r (firing segments of a kind over its segments of that kind). The checkpoint
-effect is the coefficient of the after-label in a least-squares fit of y on task indicators (and, for
-rollout-level rows, within-task log-length terms). Without covariates that coefficient is the stratified
+effect is the coefficient of the after-label in a least-squares fit of y on task indicators, i.e. the stratified
 (Mantel-Haenszel-type) delta
 
     delta = sum_g w_g (mean_after_g(y) - mean_before_g(y)) / sum_g w_g,   w_g = n_after_g n_before_g / n_g,
@@ -10,21 +9,23 @@ rollout-level rows, within-task log-length terms). Without covariates that coeff
 whose task weights depend on the design only, never on which checkpoint a rollout came from: a length
 change cannot move it (rates, not pooled shares), and neither can task mix (the contrast is within task).
 Every quantity below is linear in y, so all features go through one matrix product at a time:
-statistic = x @ y with x the residualised label; its within-task permutations give the null
-(Freedman-Lane when there are covariates), and the same residuals give cluster-robust standard errors.
+statistic = x @ y with x the label minus its task mean; its within-task permutations give the null, and the
+same residuals give cluster-robust standard errors. (Rollout-level rows enter as observed minus expected
+firing, `engine.deltas.views.expected_firing`: still one value per rollout.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign, as_float32, task_onehot
 
-Matrix = np.ndarray | sp.sparray | sp.spmatrix
+Matrix: TypeAlias = np.ndarray | sp.sparray | sp.spmatrix
 
 
 def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) -> Matrix:
@@ -44,7 +45,7 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
         if sp.issparse(counts):
             return sp.csc_array(inverse @ sp.csc_array(counts, dtype=np.float64))
         return np.asarray(counts, dtype=np.float64) / totals[:, None]
-    dense = counts.toarray() if sp.issparse(counts) else np.asarray(counts, dtype=np.float64)
+    dense = np.asarray(counts, dtype=np.float64) if isinstance(counts, np.ndarray) else counts.toarray()
     has = totals > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = np.where(has, dense / np.where(has, totals, 1.0), 0.0)
@@ -58,68 +59,34 @@ def rollout_rates(counts: Matrix, totals: np.ndarray, design: CheckpointDesign) 
 
 @dataclass(frozen=True)
 class Contrast:
-    """The after-label residualised on task indicators and on within-task centred covariates z."""
+    """The after-label minus its task mean: the contrast vector x of every within-task statistic x @ y."""
 
     design: CheckpointDesign
-    covariates: np.ndarray | None = None  # (n_rollouts, k) or None
-
-    @cached_property
-    def z(self) -> np.ndarray | None:
-        """(n_rollouts, k') within-task centred covariates with any variation, or None."""
-        if self.covariates is None:
-            return None
-        z = np.asarray(self.covariates, dtype=np.float64).reshape(self.design.n_rollouts, -1)
-        z = z - self.design.task_means(z)
-        z = z[:, (z**2).sum(axis=0) > 1e-12]
-        return z if z.shape[1] else None
 
     @cached_property
     def x(self) -> np.ndarray:
-        """(n_rollouts,) the label minus its task mean, minus its projection on z: the contrast vector."""
+        """(n_rollouts,) the label minus its task mean."""
         label = self.design.is_after.astype(np.float64)
-        x = label - self.design.task_means(label)
-        if self.z is not None:
-            x = x - self.z @ np.linalg.lstsq(self.z, x, rcond=None)[0]
-        return x
-
-    @cached_property
-    def z_pinv(self) -> np.ndarray | None:
-        """(k', n_rollouts) the pseudo-inverse of z, so covariate slopes are one product."""
-        return None if self.z is None else np.linalg.pinv(self.z)
+        return label - self.design.task_means(label)
 
     @cached_property
     def xx(self) -> float:
         return float(self.x @ self.x)
 
-    @property
-    def n_covariates(self) -> int:
-        return 0 if self.z is None else int(self.z.shape[1])
+    def statistic(self, x_rows: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(n_rows, n_features) x_rows @ y for rows of (permuted) contrast vectors, float64.
 
-    def gamma(self, y: np.ndarray) -> np.ndarray | None:
-        """(k', n_features) covariate slopes of the reduced (null) model, or None without covariates."""
-        if self.z_pinv is None:
-            return None
-        return self.z_pinv @ y  # z is centred within task, so y's task means drop out
-
-    def statistic(self, x_rows: np.ndarray, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
-        """(n_rows, n_features) x_rows @ residual(y) for rows of (permuted) contrast vectors, float64.
-
-        Each row sums to zero within every task, so task means drop out; covariates leave via gamma.
+        Each row sums to zero within every task, so task means drop out.
         """
-        stat = (as_float32(x_rows) @ as_float32(y)).astype(np.float64)
-        if gamma is not None:
-            stat -= (x_rows.astype(np.float64) @ self.z) @ gamma
-        return stat
+        return (as_float32(x_rows) @ as_float32(y)).astype(np.float64)
 
-    def observed(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
-        """(n_features,) the observed statistic x @ residual(y), in float64 throughout."""
-        stat = self.x @ y
-        return stat if gamma is None else stat - (self.x @ self.z) @ gamma
+    def observed(self, y: np.ndarray) -> np.ndarray:
+        """(n_features,) the observed statistic x @ y, in float64 throughout."""
+        return self.x @ y
 
-    def null_residuals(self, y: np.ndarray, gamma: np.ndarray | None) -> np.ndarray:
-        """(n_rollouts, n_features) residuals of the reduced model (task means and covariates, no label)."""
-        resid = y - self.design.task_means(y)
-        return resid if gamma is None else resid - self.z @ gamma
+    def null_residuals(self, y: np.ndarray) -> np.ndarray:
+        """(n_rollouts, n_features) residuals of the reduced model (task means, no label)."""
+        return y - self.design.task_means(y)
 
 
 @dataclass(frozen=True)
@@ -137,12 +104,11 @@ def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
     tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
-    of freedom, p = tasks + covariates + 1 (speaks for these tasks). A zero standard error is returned as
+    of freedom, p = tasks + 1 (speaks for these tasks). A zero standard error is returned as
     NaN: an interval of zero width is never a statement the data support.
     """
     design, x = contrast.design, contrast.x
-    gamma = contrast.gamma(y)
-    resid0 = contrast.null_residuals(y, gamma)
+    resid0 = contrast.null_residuals(y)
     with np.errstate(divide="ignore", invalid="ignore"):
         beta = (x @ resid0) / contrast.xx
     resid = resid0 - np.outer(x, beta)
@@ -152,7 +118,7 @@ def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
         variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
         df = float(g - 1)
     else:
-        p = g + contrast.n_covariates + 1
+        p = g + 1
         variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
         df = float(n - p)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,0 +1,141 @@
+"""Per-kind views of discovery data: each kind's design and rollout rates (tool calls stratified over tools) and,
+for rollout-level ('any') rows, each feature's expected firing, the covariate of the length adjustment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from engine.deltas.data import KINDS, Discovery
+from engine.kinds import ANY
+from engine.stats.design import CheckpointDesign, task_onehot
+from engine.stats.permutation import PermutationBlock, dense_columns
+from engine.stats.rates import rollout_rates
+from engine.stats.strata import stratified_rates
+
+
+def _rows_of_kind(data: Discovery, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
+    """(rollout indices, design) of the rollouts with segments of `kind` in tasks both checkpoints share."""
+    rows = np.flatnonzero(data.totals[kind] > 0)
+    design = CheckpointDesign.from_labels(data.is_after[rows], data.task[rows])
+    return rows[design.keep], design
+
+
+def _denominators(data: Discovery, kind: str, rows: np.ndarray) -> np.ndarray:
+    """Segments behind each pooled share: the kind's segments; for tool calls, per feature, the calls to the
+    tools the feature fires on anywhere in discovery."""
+    tools = data.per_tool()
+    if kind == "tool_call" and tools is not None:
+        tool_totals, support, _ = tools
+        return np.asarray(support.T @ tool_totals[rows].T, dtype=np.float64).T
+    return data.totals[kind][rows]
+
+
+def _tool_stratified_rates(
+    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray, design: CheckpointDesign
+) -> np.ndarray:
+    """(rows, n_features) each rollout's tool-call rate stratified over tools (`engine.stats.strata`): the
+    feature's rate among its calls to each tool it fires on, weighted by the tool's pooled calls.
+
+    A new tool (or any change in the tool mix) moves neither a feature's rate on the other tools nor their
+    weights' meaning: the rate is composition-proof whatever the feature's source, while the pooled share beside
+    it is not.
+    """
+    tool_totals, support, tool_counts = tools
+    return stratified_rates([counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray(), design)
+
+
+def _exposures(data: Discovery, rows: np.ndarray) -> np.ndarray:
+    """(rows, n_features) each feature's exposure in each rollout, for 'any' rows.
+
+    A feature's exposure in a rollout is the number of segments it could fire on: those of every kind it fires
+    on anywhere in discovery (both checkpoints pooled, so label-free), counting for tool calls only the calls
+    to the tools it fires on. A feature that fires on every call to its tools (a tool's identity, `tool:X`)
+    is about the choice of tool, not about the calls (adjusting for calls to X would explain "calls X anywhere"
+    away entirely), and so is a feature that never fires: their exposure is the rollout's length. Features
+    with the same pattern (kinds and tools) share one exposure column.
+    """
+    kinds = [k for k in KINDS if k in data.counts]
+    n_features = data.features.height
+    tools = data.per_tool() if "tool_call" in kinds else None
+    fires = [np.asarray(data.counts[k][rows].sum(axis=0)).ravel() > 0 for k in kinds]
+    keys = [f for k, f in zip(kinds, fires, strict=True) if k != "tool_call" or tools is None]
+    identity = np.zeros(n_features, dtype=bool)
+    if tools is not None:
+        tool_totals, support, _ = tools
+        on_tool = fires[kinds.index("tool_call")]
+        calls = np.asarray(support.T @ tool_totals[rows].sum(axis=0)).ravel()
+        identity = on_tool & (np.asarray(data.counts["tool_call"][rows].sum(axis=0)).ravel() >= calls)
+        keys += list(support.toarray().astype(bool) & on_tool[None, :])
+    key_matrix = np.column_stack(keys) if keys else np.zeros((n_features, 0), dtype=bool)
+    key_matrix[identity] = False
+    patterns, code = np.unique(key_matrix, axis=0, return_inverse=True)
+    plain = [k for k in kinds if k != "tool_call" or tools is None]
+    columns = []
+    for pattern in patterns:
+        exposure = sum((data.totals[k][rows] for k, on in zip(plain, pattern, strict=False) if on), np.zeros(rows.size))
+        if tools is not None:
+            exposure = exposure + tools[0][rows] @ pattern[len(plain) :].astype(np.float64)
+        if not pattern.any():
+            exposure = data.lengths[rows]
+        columns.append(exposure)
+    return np.column_stack(columns)[:, code.ravel()] if columns else np.zeros((rows.size, n_features))
+
+
+def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
+    """(rows, n_features) each rollout's expected chance that a feature fires anywhere in it, 1 - (1 - r)^E.
+
+    E is the feature's exposure in the rollout (`_exposures`) and r its per-segment rate in the rollout's task:
+    firing segments over exposure summed over the task's rollouts of both checkpoints. Pooled over checkpoints,
+    the offset is the same under every within-task relabelling, so the within-task permutation test of
+    (fires anywhere - offset), the 'any' rows' statistic, stays exact under exchangeability. Its coefficient is
+    fixed at 1: a fitted slope would absorb any change that goes with length (measured in docs/statistics.md).
+    """
+    exposure = _exposures(data, rows)
+    kinds = [k for k in KINDS if k in data.counts]
+    fired = sum((data.counts[k][rows] for k in kinds), sp.csc_array((rows.size, exposure.shape[1])))
+    onehot = task_onehot(design.task, design.n_tasks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = (onehot @ fired).toarray() / np.maximum(onehot @ exposure, 1.0)
+    rate = np.clip(rate, 0.0, 1.0)
+    return 1.0 - (1.0 - rate[design.task]) ** exposure
+
+
+@dataclass(frozen=True)
+class KindView:
+    """One kind's design, rates and offsets over its rollouts (`rows` index the Discovery's rollouts).
+
+    `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
+    subtracted from the rates that are tested; other kinds have none."""
+
+    kind: str
+    rows: np.ndarray
+    design: CheckpointDesign
+    rates: sp.csc_array | np.ndarray
+    counts: sp.csc_array
+    totals: np.ndarray
+    offsets: np.ndarray | None
+
+    @classmethod
+    def of(cls, data: Discovery, kind: str) -> KindView:
+        rows, design = _rows_of_kind(data, kind)
+        counts = sp.csc_array(data.counts[kind][rows])
+        totals = _denominators(data, kind, rows)
+        # Fires-anywhere rises with exposure alone: its rows test observed minus expected firing given exposure.
+        offsets = expected_firing(data, rows, design) if kind == ANY else None
+        tools = data.per_tool() if kind == "tool_call" else None
+        rates = (
+            _tool_stratified_rates(tools, rows, design) if tools is not None else rollout_rates(counts, totals, design)
+        )
+        return cls(kind, rows, design, rates, counts, totals, offsets)
+
+    def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
+        """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""
+        if columns.size == 0:
+            return []
+        rates = self.rates[:, columns]
+        if self.offsets is not None:  # observed minus expected firing: the offset's coefficient is fixed at 1
+            rates = dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
+        return [(columns, PermutationBlock.of_rates(rates, self.design))]
