@@ -13,7 +13,7 @@ STATEMENT = re.compile(r"\.(?:execute|executemany|sql)\(")
 # Module (or package, ending in '/') -> why its SQL may stay outside the store. Keep in step with
 # docs/architecture.md, "Where SQL lives".
 EXCEPTIONS: dict[str, str] = {
-    "engine/deltas.py": "the deltas stage's prevalence matrices and permutation inputs (analytical)",
+    "engine/deltas/data.py": "the deltas stage's prevalence matrices and permutation inputs (analytical)",
     "engine/features/": "the features stage streams its segments in record batches and fills its staging tables",
     "engine/strata.py": "the reward strata's prevalence table (analytical) and DuckDB's parser for --where",
     "engine/mcp/sql.py": "the MCP `sql` tool runs a user's read-only SQL on the store's read-only connection",

@@ -52,13 +52,9 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                 "(and run the split stage first)"
             )
         tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=progress)
-        with store.transaction():
-            store.execute("DELETE FROM feature_task_deltas")
-            store.execute("DELETE FROM feature_deltas")
-            store.append("feature_deltas", tables.deltas)
-            store.append("feature_task_deltas", tables.task_deltas)
+        store.replace({"feature_deltas": tables.deltas, "feature_task_deltas": tables.task_deltas})
         record.metrics.update(tables.metrics)
-        record.metrics["split_mode"] = store.scalar("SELECT value FROM meta WHERE key = 'split_mode'")
+        record.metrics["split_mode"] = store.meta("split_mode")
         if record.metrics["split_mode"] == "rollout":
             record.metrics["exploratory"] = exploratory_ranking(store, config, rng)
         log.info(
