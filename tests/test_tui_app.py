@@ -21,7 +21,7 @@ from textual.widgets import Input, Static
 from engine.store.queries import DeltaRow
 from tests.factories_tui import FixtureSize, build_store, settle
 from tui.app import RldiffApp
-from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded
+from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded, OverviewLoaded
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
 from tui.screens.feature import FeatureScreen
@@ -386,20 +386,21 @@ async def test_read_only_when_another_process_reads_then_writable(store_path: Pa
 
 async def test_locked_by_a_writer_shows_a_banner_and_recovers(store_path: Path) -> None:
     app = RldiffApp(store_path, retry_seconds=0.2)
+    messages: list[Message] = []
     with another_process_holding(store_path, read_only=False) as writer:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
             await settle(pilot)
             assert app.store_status.mode == "locked"
             banner = app.screen.query_one(StoreBanner)
             assert banner.display and f"being written: locked by PID {writer.pid}" in str(banner.content)
-            assert not hasattr(app.screen, "_summary")
+            assert not _received(messages, OverviewLoaded)  # nothing could be read
             release(writer)
             for _ in range(50):
                 await pilot.pause(0.1)
                 if app.store_status.writable:
                     break
             await settle(pilot)
-            assert app.store_status.writable and hasattr(app.screen, "_summary")
+            assert app.store_status.writable and _received(messages, OverviewLoaded)
 
 
 async def test_a_newer_schema_is_explained(store_path: Path) -> None:
