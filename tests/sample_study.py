@@ -6,7 +6,8 @@ honest configuration: a tiny random encoder with the default reader's tokenizer 
 the reader, is under test), a small SAE trained for a few steps, no sentence features, and fewer permutations.
 Split, structural features, deltas and clusters are exactly what the product computes on this data. The
 hypotheses are the user's kind, added and tested on held-out rollouts by the real ledger with regex verifiers
-(drafting needs the sentence embedder, which is what makes the full analysis slow); one is accepted with a note.
+(drafting needs the sentence embedder, which is what makes the full analysis slow); one is accepted with a note
+and two of its labels are checked by hand.
 Every number a test checks is read back from the store it made, never written down here.
 
 The build costs about 45 s of CPU, so `cached_sample_study` keeps the result under pytest's cache, keyed by a hash
@@ -71,6 +72,11 @@ def build_sample_study(folder: Path) -> Path:
             ledger.test_hypothesis(store, hypothesis_id)
         accepted = int(store.scalar("SELECT hypothesis_id FROM hypotheses WHERE statement = ?", [HAND_OFF]))
         ledger.decide(store, accepted, "accepted", ACCEPTED_NOTE)
+        for segment_id, verdict in store.execute(  # a person checks the labeler on two of its held-out labels
+            "SELECT segment_id, label FROM hypothesis_labels WHERE hypothesis_id = ? ORDER BY segment_id LIMIT 2",
+            [accepted],
+        ).fetchall():
+            ledger.add_user_label(store, accepted, segment_id, verdict)
     return path
 
 
