@@ -49,7 +49,10 @@ def tau2_store(tmp_path: Path) -> Iterator[Store]:
 def sample_study(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo pair analysed by the real stages (tests/sample_study.py): one copy for the whole session, to
     read only (the app and `rldiff` open stores for writing: give those `sample_study_copy`)."""
-    built = cached_sample_study(Path(request.config.cache.mkdir("sample-study")))
+    cache = getattr(request.config, "cache", None)  # None under `-p no:cacheprovider`: built for this session
+    built = cached_sample_study(
+        Path(cache.mkdir("sample-study")) if cache is not None else tmp_path_factory.mktemp("sample-study-build")
+    )
     target = tmp_path_factory.mktemp("sample-study") / "study.duckdb"
     shutil.copy(built, target)
     return target
