@@ -61,6 +61,4 @@ def sample_study(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 @pytest.fixture
 def sample_study_copy(sample_study: Path, tmp_path: Path) -> Path:
     """A copy of the analysed demo pair for one test to write to."""
-    target = tmp_path / "study.duckdb"
-    shutil.copy(sample_study, target)
-    return target
+    return Path(shutil.copy(sample_study, tmp_path / "study.duckdb"))
