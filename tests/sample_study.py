@@ -17,6 +17,7 @@ any change to these rebuilds it, and a session with none starts in seconds.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import shutil
 from importlib.metadata import version
@@ -94,13 +95,17 @@ def inputs_hash() -> str:
 
 
 def cached_sample_study(cache: Path) -> Path:
-    """The study built by `build_sample_study`, from `cache` when these inputs built it before."""
+    """The study built by `build_sample_study`, from `cache` when these inputs built it before. A lock on the
+    cache folder makes a second pytest process wait for the first one's build instead of racing it."""
     folder = cache / inputs_hash()
     built = folder / "built"  # written last: an interrupted build is not taken for a finished one
-    if not built.exists():
-        for stale in cache.iterdir():
-            shutil.rmtree(stale, ignore_errors=True)
-        folder.mkdir()
-        build_sample_study(folder)
-        built.touch()
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            for stale in cache.iterdir():
+                if stale.is_dir():
+                    shutil.rmtree(stale, ignore_errors=True)
+            folder.mkdir()
+            build_sample_study(folder)
+            built.touch()
     return folder / "study.duckdb"
