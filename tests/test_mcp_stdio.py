@@ -29,6 +29,7 @@ async def call(client: Client, tool: str, **args: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
+@pytest.mark.slow  # end to end: the server as a subprocess over stdio (15 s wall on a loaded box)
 async def test_a_stdio_client_lists_the_tools_and_gets_correct_answers(study: Path) -> None:
     with Store(study, read_only=True) as store:
         top_feature, top_delta = store.execute(

@@ -306,6 +306,7 @@ async def test_labelling_segments_writes_user_labels(store_path: Path) -> None:
     assert added == {(hypothesis.hypothesis_id, shown[0], True), (hypothesis.hypothesis_id, shown[1], False)}
 
 
+@pytest.mark.slow  # end to end: two `rldiff` subprocesses, each importing the engine (26 s wall on a loaded box)
 async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) -> None:
     app = RldiffApp(store_path)
     statuses = []
