@@ -1,7 +1,8 @@
-"""Shared fixtures: empty stores, the real public rollouts, and the sample pairs ingested."""
+"""Shared fixtures: empty stores, the real public rollouts, the sample pairs ingested, and one pair analysed."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from engine.ingest import ingest_file
 from engine.store import Store
+from tests.sample_study import cached_sample_study
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_DATA = REPO / "sample_data"
@@ -41,3 +43,22 @@ def tau2_store(tmp_path: Path) -> Iterator[Store]:
         ingest_file(s, SAMPLE_DATA / "tau2-grok3/standard.jsonl.gz", "standard")
         ingest_file(s, SAMPLE_DATA / "tau2-grok3/tighter.jsonl.gz", "tighter")
         yield s
+
+
+@pytest.fixture(scope="session")
+def sample_study(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo pair analysed by the real stages (tests/sample_study.py): one copy for the whole session, to
+    read only (the app and `rldiff` open stores for writing: give those `sample_study_copy`)."""
+    cache = getattr(request.config, "cache", None)  # None under `-p no:cacheprovider`: built for this session
+    built = cached_sample_study(
+        Path(cache.mkdir("sample-study")) if cache is not None else tmp_path_factory.mktemp("sample-study-build")
+    )
+    target = tmp_path_factory.mktemp("sample-study") / "study.duckdb"
+    shutil.copy(built, target)
+    return target
+
+
+@pytest.fixture
+def sample_study_copy(sample_study: Path, tmp_path: Path) -> Path:
+    """A copy of the analysed demo pair for one test to write to."""
+    return Path(shutil.copy(sample_study, tmp_path / "study.duckdb"))

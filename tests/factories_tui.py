@@ -17,6 +17,7 @@ import polars as pl
 from textual.worker import WorkerCancelled
 
 from engine.store import Store
+from tests.hostile import HOSTILE
 
 T0 = datetime(2025, 1, 6, 9, 30)
 CHECKPOINTS = ("standard", "tighter")
@@ -63,10 +64,6 @@ USER_TURNS = (
     "I want a refund for my cancelled trip.",
     "Can you upgrade me to business class?",
     "Just transfer me to a person please.",
-)
-HOSTILE = (
-    "[bold red]ALERT[/] click [link=https://evil.example]here[/link] [/]\x1b[31mred\x1b[0m "
-    "\x1b]0;pwned title\x07bell\x07 \x9b2J csi8 \x1b[2J\x1bPdcs\x1b\\ end"
 )
 
 

@@ -13,14 +13,14 @@ from rich.console import Console
 from engine import cli
 from engine.console import elide_middle
 from engine.store import Store
-from tests.factories_tui import build_store
 
 LONG = "asks the customer to confirm the reservation number before changing any flight in the booking"
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = build_store(tmp_path_factory.mktemp("out") / "study.duckdb")
+def study(sample_study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The analysed demo pair with one long label planted on the top delta (to check eliding)."""
+    path = Path(shutil.copy(sample_study, tmp_path_factory.mktemp("out") / "study.duckdb"))
     with Store(path) as store:
         top = store.scalar(
             "SELECT feature_id FROM feature_deltas WHERE tested ORDER BY q_value, abs(delta) DESC LIMIT 1"
@@ -40,7 +40,8 @@ def test_deltas_fit_80_columns_with_whole_labels(study: Path, monkeypatch: pytes
     text = run(monkeypatch, "deltas", str(study), "--top", "8")
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
-    words = " ".join(line[:20].strip() for line in lines)  # the label column's cells, wrapped
+    label_width = next(line for line in lines if line.startswith("feature")).index("kind")
+    words = " ".join(line[:label_width].strip() for line in lines)  # the label column's cells, wrapped
     # the label wraps over lines, and a label too long for them loses its middle, not its start or end
     assert "asks the customer" in words and "in the booking" in words and "…" in words
     q_ends = {len(line.rstrip()) for line in lines if line.rstrip().endswith(("e-05", "e-06")) or "…" in line[40:]}
@@ -102,28 +103,22 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
 def test_a_small_study_says_so_up_front_with_its_exploratory_ranking(
     study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Split within task (too few tasks): `rldiff info` prints the small-study notice and the whole-study
-    ranking (the deltas stage's own `exploratory_ranking`) under a title that says it is not validated."""
-    import numpy as np
-
-    from engine.config import AnalyzeConfig
-    from engine.deltas import exploratory_ranking
-
-    small = tmp_path / "small.duckdb"
-    shutil.copy(study, small)
-    with Store(small) as store:
-        before, after = store.checkpoints()[:2]
-        top = exploratory_ranking(
-            store, AnalyzeConfig(before=before, after=after, permutations=200), np.random.default_rng(0)
-        )
-        store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
-        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout'), ('split_warning', 'only 4 tasks are shared')")
-        store.execute(
-            "UPDATE runs SET metrics = ? WHERE stage = 'deltas'", [json.dumps({"exploratory": top}, default=str)]
-        )
+    """The demo pair shares 4 tasks, so the split is within task: `rldiff info` prints the split stage's
+    small-study notice and the deltas stage's whole-study ranking under a title that says it is not validated;
+    the same study marked as split by task shows neither."""
+    with Store(study, read_only=True) as store:
+        assert store.meta("split_mode") == "rollout"
+        warning = store.meta("split_warning")
+        top = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'deltas'"))["exploratory"]
         label = store.scalar("SELECT label FROM features WHERE feature_id = ?", [top[0]["feature_id"]])
-    text = " ".join(run(monkeypatch, "info", str(small), width=120).split())
-    assert "Small study: only 4 tasks are shared" in text and "exploratory, never validated" in text
+    text = " ".join(run(monkeypatch, "info", str(study), width=120).split())
+    assert f"Small study: {warning}" in text and "exploratory, never validated" in text
     assert "Exploratory ranking, whole study (not validated" in text
     assert " ".join(label.split())[:12] in text
-    assert "Small study" not in " ".join(run(monkeypatch, "info", str(study), width=120).split())
+    by_task = Path(shutil.copy(study, tmp_path / "by-task.duckdb"))
+    with Store(by_task) as store:
+        store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
+        store.execute("INSERT INTO meta VALUES ('split_mode', 'task')")
+        store.execute("UPDATE runs SET metrics = json_object() WHERE stage = 'deltas'")
+    text = " ".join(run(monkeypatch, "info", str(by_task), width=120).split())
+    assert "Small study" not in text and "Exploratory ranking" not in text

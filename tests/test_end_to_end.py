@@ -35,9 +35,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def copy(study: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.duckdb"
-    shutil.copy(study, target)
-    return target
+    return Path(shutil.copy(study, tmp_path / "copy.duckdb"))
 
 
 def rows(path: Path, sql: str, params: list | None = None) -> list[tuple]:

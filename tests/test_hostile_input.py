@@ -18,7 +18,6 @@ import numpy as np
 import polars as pl
 import pytest
 from factories_hypotheses import Planted, add_features, make_study
-from factories_tui import FixtureSize, build_store
 
 from engine import safe_text
 from engine.cli import main
@@ -324,11 +323,11 @@ def test_lock_errors_name_the_holder(tmp_path: Path) -> None:
         _release(holder)
 
 
-async def test_a_second_tui_reads_while_the_first_is_open(tmp_path: Path) -> None:
+async def test_a_second_tui_reads_while_the_first_is_open(sample_study_copy: Path) -> None:
     from tui.app import RldiffApp
     from tui.widgets.banner import StoreBanner
 
-    path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
+    path = sample_study_copy
     first = RldiffApp(path)
     async with first.run_test(size=(100, 30)) as pilot:
         for _ in range(50):
@@ -360,10 +359,10 @@ async def test_a_second_tui_reads_while_the_first_is_open(tmp_path: Path) -> Non
         assert not first.screen.query_one(StoreBanner).display
 
 
-def test_a_write_while_another_process_reads_says_who_and_keeps_reading(tmp_path: Path) -> None:
+def test_a_write_while_another_process_reads_says_who_and_keeps_reading(sample_study_copy: Path) -> None:
     from tui.session import StoreReadOnly, StoreSession
 
-    path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
+    path = sample_study_copy
     session = StoreSession(path)
     assert session.open().writable
     holder = _holder(path, read_only=True)  # e.g. a second TUI opened after this one
@@ -385,34 +384,37 @@ def test_a_write_while_another_process_reads_says_who_and_keeps_reading(tmp_path
 
 
 def test_new_features_invalidate_the_statistics_built_on_the_old(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sample_study_copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from engine.features.stage import OUTPUTS, _publish
 
-    path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
+    path = sample_study_copy
     with Store(path) as store:
         assert store.scalar("SELECT count(*) FROM feature_deltas") > 0
+        after_features = [  # the stages that ran on these features (the demo study's hypotheses are the user's)
+            s for (s,) in store.execute("SELECT stage FROM runs WHERE stage IN ('deltas', 'clusters', 'hypotheses') "
+                                        "AND status = 'done' ORDER BY started_at").fetchall()
+        ]  # fmt: skip
         with store.staging(OUTPUTS) as staging:  # new features published; the analysis dies before deltas
             store.execute(f"INSERT INTO {staging}.features SELECT * FROM features WHERE source = 'structural'")
             _publish(store, staging, sae_source="")
         for table in ("feature_deltas", "feature_task_deltas", "clusters", "cluster_members"):
             assert store.scalar(f"SELECT count(*) FROM {table}") == 0, table
         stale = {r[0] for r in store.execute("SELECT DISTINCT stage FROM runs WHERE status = 'stale'").fetchall()}
-    assert {"deltas", "clusters", "hypotheses"} <= stale
+    assert after_features and set(after_features) <= stale
+    stages = ", ".join(after_features)
     assert main(["info", str(path)]) == 0
-    assert "Stale: deltas, clusters, hypotheses predate the current features" in " ".join(
-        capsys.readouterr().out.split()
-    )
+    assert f"Stale: {stages} predate the current features" in " ".join(capsys.readouterr().out.split())
     report = write_report(Store(path), tmp_path / "r.md").read_text()  # writable: it logs held-out examples
-    assert "**Warning: deltas, clusters, hypotheses predate the current features" in report
+    assert f"**Warning: {stages} predate the current features" in report
 
 
 # -- 5, 6. MCP: result caps, memory, budgets, cancellation, a busy store ----------------------------------------------
 
 
 @pytest.fixture
-def mcp_store(tmp_path: Path) -> Path:
-    return build_store(tmp_path / "m.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2))
+def mcp_store(sample_study_copy: Path) -> Path:
+    return sample_study_copy
 
 
 def _tools(path: Path, lock_wait_s: float = 0.5):  # noqa: ANN202
@@ -557,10 +559,12 @@ def test_reports_keep_transcript_links_and_images_dead_and_strip_bidi(tmp_path: 
     assert_inert(html)
 
 
-async def test_the_tui_shows_hostile_names_inert(tmp_path: Path) -> None:
+async def test_the_tui_shows_hostile_names_inert(sample_study_copy: Path) -> None:
+    from tests.hostile import plant_hostile
     from tui.app import RldiffApp
 
-    path = build_store(tmp_path / "s.duckdb", FixtureSize(n_tasks=4, rollouts_per_task=2), hostile=True)
+    path = sample_study_copy
+    plant_hostile(path)
     with duckdb.connect(str(path)) as con:
         first = con.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal LIMIT 1").fetchone()[0]
         hostile = f"{first}{ESCAPES}{BIDI}"

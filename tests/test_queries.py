@@ -1,4 +1,5 @@
-"""Typed store reads (engine.store.queries) and the triage writes (engine.store.writes) on a fixture store."""
+"""Typed store reads (engine.store.queries) and the triage writes (engine.store.writes) on the analysed demo
+pair (tests/sample_study.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ import pytest
 
 from engine.errors import InputError
 from engine.store import queries, writes
-from tests.factories_tui import FixtureSize, build_store
 
 
 @pytest.fixture(scope="module")
-def con(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
-    path = build_store(tmp_path_factory.mktemp("queries") / "study.duckdb", FixtureSize(n_sae_features=60))
-    connection = duckdb.connect(str(path))
+def con(sample_study: Path) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(str(sample_study), read_only=True)
     yield connection
     connection.close()
 
@@ -29,9 +28,9 @@ def cur(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 @pytest.fixture
-def wcur(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+def wcur(sample_study_copy: Path) -> duckdb.DuckDBPyConnection:
     """A connection to a store of the test's own, for writes."""
-    connection = duckdb.connect(str(build_store(tmp_path / "study.duckdb")))
+    connection = duckdb.connect(str(sample_study_copy))
     yield connection
     connection.close()
 
@@ -53,7 +52,8 @@ def test_study_summary_counts_agree_with_the_tables(cur: duckdb.DuckDBPyConnecti
         mean = scalar(cur, "SELECT avg(reward) FROM rollouts WHERE checkpoint = ?", [c.checkpoint])
         assert c.mean_reward == pytest.approx(mean)
         assert c.reward_ci is not None and c.reward_ci[0] < c.mean_reward < c.reward_ci[1]
-    assert [s.stage for s in summary.stages] == ["split", "features", "deltas", "clusters", "hypotheses"]
+    ran = [r[0] for r in cur.execute("SELECT stage FROM runs WHERE status = 'done' ORDER BY started_at").fetchall()]
+    assert [s.stage for s in summary.stages] == ran
     assert summary.n_features == scalar(cur, "SELECT count(*) FROM features")
 
 
@@ -90,17 +90,25 @@ def test_delta_page_filters_sorts_and_pages(cur: duckdb.DuckDBPyConnection) -> N
 
 
 def test_feature_detail_has_stats_tasks_examples_and_clusters(cur: duckdb.DuckDBPyConnection) -> None:
-    detail = queries.feature_detail(cur, 0)
+    fid = scalar(cur, "SELECT feature_id FROM features WHERE name = 'tool:transfer_to_human_agents'")
+    detail = queries.feature_detail(cur, fid)
     assert detail is not None and detail.name == "tool:transfer_to_human_agents"
-    assert {d.row.kind for d in detail.deltas} == {"reasoning", "text", "tool_call", "any"}
-    assert len(detail.task_deltas) == scalar(cur, "SELECT count(*) FROM feature_task_deltas WHERE feature_id = 0")
+    kinds = {k for (k,) in cur.execute("SELECT kind FROM feature_deltas WHERE feature_id = ?", [fid]).fetchall()}
+    assert {d.row.kind for d in detail.deltas} == kinds and "any" in kinds
+    assert len(detail.task_deltas) == scalar(
+        cur, "SELECT count(*) FROM feature_task_deltas WHERE feature_id = ?", [fid]
+    )
     assert {e.segment.checkpoint for e in detail.examples} == {"standard", "tighter"}
     for e in detail.examples:
         text = scalar(cur, "SELECT text FROM segments WHERE segment_id = ?", [e.segment.segment_id])
         assert e.segment.text == text and all(0 <= a <= b <= len(text) for a, b, _ in e.tokens)
     assert [c for c, _ in detail.clusters] == [
-        r[0] for r in cur.execute("SELECT cluster_id FROM cluster_members WHERE feature_id = 0 ORDER BY 1").fetchall()
+        r[0]
+        for r in cur.execute("SELECT cluster_id FROM cluster_members WHERE feature_id = ? ORDER BY 1", [fid]).fetchall()
     ]
+    sae = scalar(cur, "SELECT min(feature_id) FROM features WHERE source = 'sae'")
+    tokens = [t for e in queries.feature_detail(cur, sae).examples for t in e.tokens]
+    assert tokens  # an SAE feature's examples carry the per-token activations that highlight them
     assert queries.feature_detail(cur, 10_000) is None
 
 
@@ -122,33 +130,41 @@ def test_hypotheses_filters_examples_and_label_candidates(cur: duckdb.DuckDBPyCo
     rows = queries.hypotheses(cur)
     assert len(rows) == scalar(cur, "SELECT count(*) FROM hypotheses")
     assert rows[0].status == "validated"
-    assert all(h.status == "rejected" for h in queries.hypotheses(cur, status="rejected"))
-    assert [h.decision for h in queries.hypotheses(cur, decision="accepted")] == ["accepted"]
-    assert all(h.decision is None for h in queries.hypotheses(cur, decision="undecided"))
+    rejected = queries.hypotheses(cur, status="rejected")
+    assert len(rejected) == scalar(cur, "SELECT count(*) FROM hypotheses WHERE status = 'rejected'")
+    assert all(h.status == "rejected" for h in rejected)
+    [(hid,)] = cur.execute("SELECT hypothesis_id FROM hypotheses WHERE decision = 'accepted'").fetchall()
+    assert [h.hypothesis_id for h in queries.hypotheses(cur, decision="accepted")] == [hid]
+    undecided = queries.hypotheses(cur, decision="undecided")
+    assert len(undecided) == len(rows) - 1 and all(h.decision is None for h in undecided)
     findings = queries.top_findings(cur)
-    assert findings and all(h.status == "validated" for h in findings)
-    examples = queries.hypothesis_examples(cur, 0, per_checkpoint=2)
+    validated = scalar(cur, "SELECT count(*) FROM hypotheses WHERE status = 'validated'")
+    assert len(findings) == validated > 0 and all(h.status == "validated" for h in findings)
+    examples = queries.hypothesis_examples(cur, hid, per_checkpoint=2)
     positives = {
         r[0]
-        for r in cur.execute("SELECT segment_id FROM hypothesis_labels WHERE hypothesis_id = 0 AND label").fetchall()
+        for r in cur.execute(
+            "SELECT segment_id FROM hypothesis_labels WHERE hypothesis_id = ? AND label", [hid]
+        ).fetchall()
     }
     assert examples and {e.segment.segment_id for e in examples} <= positives
     assert max(sum(1 for e in examples if e.segment.checkpoint == c) for c in ("standard", "tighter")) <= 2
     labelled_by_user = {
-        r[0] for r in cur.execute("SELECT segment_id FROM user_labels WHERE hypothesis_id = 0").fetchall()
+        r[0] for r in cur.execute("SELECT segment_id FROM user_labels WHERE hypothesis_id = ?", [hid]).fetchall()
     }
-    candidates = queries.label_candidates(cur, 0, limit=100)
+    candidates = queries.label_candidates(cur, hid, limit=10_000)
     assert labelled_by_user and not labelled_by_user & {c.segment_id for c in candidates}
-    assert len(candidates) == scalar(cur, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = 0") - len(
-        labelled_by_user
-    )
+    assert len(candidates) == scalar(
+        cur, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]
+    ) - len(labelled_by_user)
 
 
 def test_rollouts_transcript_and_counterparts(cur: duckdb.DuckDBPyConnection) -> None:
     page = queries.rollout_page(cur, checkpoint="tighter", limit=5)
     assert page.total == scalar(cur, "SELECT count(*) FROM rollouts WHERE checkpoint = 'tighter'")
     assert len(page.rows) == 5 and all(r.checkpoint == "tighter" for r in page.rows)
-    assert all(r.task_id == "t1" for r in queries.rollout_page(cur, search="t1-").rows)
+    some = scalar(cur, "SELECT rollout_id FROM rollouts ORDER BY rollout_key DESC LIMIT 1")
+    assert [r.rollout_id for r in queries.rollout_page(cur, search=some[:13].upper()).rows] == [some]
     first = queries.rollout_page(cur, limit=1).rows[0]
     transcript = queries.transcript(cur, first.rollout_key)
     assert transcript is not None
@@ -164,10 +180,12 @@ def test_rollouts_transcript_and_counterparts(cur: duckdb.DuckDBPyConnection) ->
 
 
 def test_search_finds_each_category(cur: duckdb.DuckDBPyConnection) -> None:
-    hits = queries.search(cur, "transfer")
+    hits = queries.search(cur, "hands off")
     assert {"feature", "hypothesis"} <= {h.category for h in hits}
-    assert {h.category for h in queries.search(cur, "t2-r1")} == {"rollout"}
-    assert any(h.category == "hypothesis" and h.id == 3 for h in queries.search(cur, "3"))
+    some = scalar(cur, "SELECT rollout_id FROM rollouts ORDER BY rollout_key DESC LIMIT 1")
+    assert {h.category for h in queries.search(cur, some)} == {"rollout"}
+    hid = scalar(cur, "SELECT max(hypothesis_id) FROM hypotheses")
+    assert any(h.category == "hypothesis" and h.id == hid for h in queries.search(cur, str(hid)))
 
 
 def test_decisions_notes_and_user_labels_are_written(wcur: duckdb.DuckDBPyConnection) -> None:
@@ -211,12 +229,13 @@ def test_add_user_hypothesis_gets_the_next_id(wcur: duckdb.DuckDBPyConnection) -
         writes.add_user_hypothesis(wcur, "x", "sideways", "verifier", {})
 
 
-def test_fixture_fills_every_table(tmp_path: Path) -> None:
-    path = build_store(tmp_path / "s.duckdb")
-    with duckdb.connect(str(path), read_only=True) as c:
+def test_the_study_fills_every_table_but_the_llm_and_review_logs(sample_study: Path) -> None:
+    """What the queries above read is real data: only the tables of an LLM (offline here), of held-out examples
+    shown to someone, and of a labeler calibration (each tested where it is written) stay empty."""
+    with duckdb.connect(str(sample_study), read_only=True) as c:
         tables = [r[0] for r in c.execute("SELECT table_name FROM information_schema.tables").fetchall()]
-        empty = [t for t in tables if c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == 0]
-    assert not empty
+        empty = {t for t in tables if c.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == 0}
+    assert empty == {"llm_cache", "heldout_views", "hypothesis_calibrations"}
 
 
 def test_feature_labels_by_id(cur: duckdb.DuckDBPyConnection) -> None:

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.text import Text
 
 from engine.safe_text import clean, one_line, safe, safe_spans
-from tests.factories_tui import HOSTILE
+from tests.hostile import HOSTILE
 
 
 @pytest.mark.parametrize(

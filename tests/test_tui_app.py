@@ -1,5 +1,5 @@
-"""The TUI driven through Textual's Pilot on fixture stores: each screen's main flows, asserting on the app's
-state and on what the store holds afterwards."""
+"""The TUI driven through Textual's Pilot on the analysed demo pair (tests/sample_study.py): each screen's main
+flows, asserting on the app's state, the messages its screens were sent, and what the store holds afterwards."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from engine.store.queries import DeltaRow
-from tests.factories_tui import FixtureSize, build_store, settle
+from tests.factories_tui import settle
+from tests.hostile import plant_hostile
 from tui.app import RldiffApp
-from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded
+from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded, OverviewLoaded
+from tui.screens import deltas as deltas_screen
 from tui.screens.clusters import ClustersScreen
 from tui.screens.deltas import DeltasScreen
 from tui.screens.feature import FeatureScreen
@@ -40,16 +42,10 @@ M = TypeVar("M", bound=Message)
 SIZE = (100, 32)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_store(tmp_path_factory.mktemp("tui") / "template.duckdb", FixtureSize(n_sae_features=300))
-
-
 @pytest.fixture
-def store_path(template: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "study.duckdb"
-    shutil.copy(template, path)
-    return path
+def store_path(sample_study_copy: Path) -> Path:
+    """The analysed demo pair, copied: the app opens it for writing."""
+    return sample_study_copy
 
 
 def rows(path: Path, sql: str, params: list | None = None) -> list[tuple]:
@@ -117,7 +113,8 @@ def _received(messages: list[Message], kind: type[M]) -> list[M]:
     return [m for m in messages if isinstance(m, kind)]
 
 
-async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None:
+async def test_deltas_filter_sort_search_page_and_open(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deltas_screen, "PAGE", 50)  # pages of 50: the study's tested deltas take several
     app = RldiffApp(store_path)
     messages: list[Message] = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -134,26 +131,32 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path) -> None
 
         table = screen.query_one(PagedTable)
         assert table.total == rows(store_path, "SELECT count(*) FROM feature_deltas WHERE tested")[0][0]
-        assert table.loaded == 200 < table.total  # one page, not the whole table
+        assert table.loaded == 50 < table.total  # one page, not the whole table
         await pilot.press("end")
         await settle(pilot)
-        assert table.loaded > 200  # the next page came as the cursor neared the end
-        await pilot.press("home", "f")  # kind: reasoning
-        await settle(pilot)
-        assert screen.filter.kind == "reasoning" and {r.kind for r in shown()} == {"reasoning"}
+        assert table.loaded > 50  # the next page came as the cursor neared the end
+        await pilot.press("home")
+        while screen.filter.kind != "text":  # the kinds in turn
+            await pilot.press("f")
+            await settle(pilot)
+        assert {r.kind for r in shown()} == {"text"}
         await pilot.press("d", "d")  # direction: decrease
         await settle(pilot)
         assert shown() and all(r.delta is not None and r.delta < 0 for r in shown())
         await pilot.press("g")  # q <= 0.05
         await settle(pilot)
         assert all(r.q_value is not None and r.q_value <= 0.05 for r in shown())
-        await pilot.press("f", "f", "f", "f", "d", "o", "o", "o")  # all kinds and directions again; sort: Δ↓
+        while screen.filter.kind is not None:  # all kinds again
+            await pilot.press("f")
+        await pilot.press("d", "o", "o", "o")  # all directions again; sort: Δ↓
         await settle(pilot)
         deltas = [r.delta or 0.0 for r in shown()]
         assert screen.filter.sort == "decrease" and deltas == sorted(deltas)
         await pilot.press("slash", *"transfer_to", "enter")
         await settle(pilot)
-        assert shown() and all("transfer_to" in r.label for r in shown())
+        matching = rows(store_path, "SELECT count(*) FROM feature_deltas JOIN features USING (feature_id) "
+                        "WHERE tested AND label ILIKE '%transfer_to%'")[0][0]  # fmt: skip
+        assert len(shown()) == matching > 0 and all("transfer_to" in r.label for r in shown())
         assert isinstance(app.focused, PagedTable)
         feature_id, kind = shown()[0].feature_id, shown()[0].kind
         await pilot.press("enter")
@@ -305,6 +308,7 @@ async def test_labelling_segments_writes_user_labels(store_path: Path) -> None:
     assert views == [("tui", hypothesis.hypothesis_id)]  # the candidates are held-out verdicts: a logged view
 
 
+@pytest.mark.slow  # end to end: two `rldiff` subprocesses, each importing the engine (26 s wall on a loaded box)
 async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) -> None:
     app = RldiffApp(store_path)
     statuses = []
@@ -340,8 +344,8 @@ async def test_add_a_hypothesis_and_test_it_in_a_subprocess(store_path: Path) ->
     added = rows(store_path, "SELECT origin, labeler, status, tested_at IS NOT NULL, n_labeled FROM hypotheses "
                  "WHERE statement = 'the agent apologises less'")  # fmt: skip
     assert len(added) == 1 and added[0][:2] == ("user", "verifier") and added[0][2] != "proposed" and added[0][3]
-    assert rows(store_path, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = "
-                "(SELECT hypothesis_id FROM hypotheses WHERE origin = 'user')")[0][0] == added[0][4] > 0  # fmt: skip
+    assert rows(store_path, "SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = (SELECT hypothesis_id "
+                "FROM hypotheses WHERE statement = 'the agent apologises less')")[0][0] == added[0][4] > 0  # fmt: skip
 
 
 async def test_a_failing_test_is_reported_and_the_store_reopened(store_path: Path) -> None:
@@ -360,9 +364,10 @@ async def test_a_failing_test_is_reported_and_the_store_reopened(store_path: Pat
 
 async def test_read_only_when_another_process_reads_then_writable(store_path: Path) -> None:
     app = RldiffApp(store_path, retry_seconds=0.2)
+    [(undecided,)] = rows(store_path, "SELECT min(hypothesis_id) FROM hypotheses WHERE decision IS NULL")
     with another_process_holding(store_path, read_only=True) as reader:
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.press("4")
+            app.jump("hypothesis", undecided)
             await settle(pilot)
             assert app.store_status.mode == "read-only"
             banner = app.screen.query_one(StoreBanner)
@@ -388,20 +393,21 @@ async def test_read_only_when_another_process_reads_then_writable(store_path: Pa
 
 async def test_locked_by_a_writer_shows_a_banner_and_recovers(store_path: Path) -> None:
     app = RldiffApp(store_path, retry_seconds=0.2)
+    messages: list[Message] = []
     with another_process_holding(store_path, read_only=False) as writer:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
             await settle(pilot)
             assert app.store_status.mode == "locked"
             banner = app.screen.query_one(StoreBanner)
             assert banner.display and f"being written: locked by PID {writer.pid}" in str(banner.content)
-            assert not hasattr(app.screen, "_summary")
+            assert not _received(messages, OverviewLoaded)  # nothing could be read
             release(writer)
             for _ in range(50):
                 await pilot.pause(0.1)
                 if app.store_status.writable:
                     break
             await settle(pilot)
-            assert app.store_status.writable and hasattr(app.screen, "_summary")
+            assert app.store_status.writable and _received(messages, OverviewLoaded)
 
 
 async def test_a_newer_schema_is_explained(store_path: Path) -> None:
@@ -414,14 +420,14 @@ async def test_a_newer_schema_is_explained(store_path: Path) -> None:
         assert "newer than this rldiff supports" in str(app.screen.query_one(StoreBanner).content)
 
 
-async def test_hostile_rollout_text_shows_literally(tmp_path: Path) -> None:
-    path = build_store(tmp_path / "hostile.duckdb", hostile=True)
-    app = RldiffApp(path)
+async def test_hostile_rollout_text_shows_literally(store_path: Path) -> None:
+    planted = plant_hostile(store_path)
+    app = RldiffApp(store_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("5")
         await settle(pilot)
         assert isinstance(app.screen, RolloutsScreen)
-        await pilot.press("enter")  # rollout t0-r0 of the first checkpoint carries the hostile text
+        app.jump("rollout", planted.rollout_key)  # the rollout that carries the hostile text
         await settle(pilot)
         assert isinstance(app.screen, RolloutViewerScreen)
         transcript = app.screen.query_one("#main-transcript", Transcript)
@@ -438,7 +444,7 @@ async def test_hostile_rollout_text_shows_literally(tmp_path: Path) -> None:
         # tool-call arguments are shown as JSON, whose escapes (\u001b) are plain text, not control codes
         assert "\\u001b]0;pwned" in shown
         assert "ALERT[/]" in app.export_screenshot()
-        app.open_feature(8)  # its label is hostile too
+        app.open_feature(planted.feature_id)  # its label is hostile too
         await settle(pilot)
         head = app.screen.query_one("#feature-head", Static).content
         assert isinstance(head, Text) and head.plain.startswith("[bold red]sorry[/] · policy")
@@ -491,15 +497,16 @@ async def test_themes_switch_and_a_bad_theme_file_is_reported(
 
 
 async def test_command_palette_jumps_to_a_feature(store_path: Path) -> None:
+    [(feature_id,)] = rows(store_path, "SELECT feature_id FROM features WHERE name = 'tool:transfer_to_human_agents'")
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("ctrl+p", *"(hand-off)")
+        await pilot.press("ctrl+p", *"calls tool transfer_to_human")
         for _ in range(20):
             await pilot.pause(0.1)
         await pilot.press("enter")
         await settle(pilot)
-        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == 0
+        assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == feature_id
 
 
 async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_request(store_path: Path) -> None:

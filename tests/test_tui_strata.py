@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
@@ -14,23 +13,17 @@ from textual.widgets import Static
 
 import tui.jobs
 from engine.strata import deltas_by_reward
-from tests.factories_tui import FixtureSize, build_store, settle
+from tests.factories_tui import settle
 from tui.app import RldiffApp
 from tui.screens.feature import FeatureScreen
 
 SIZE = (100, 32)
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_store(tmp_path_factory.mktemp("tui-strata") / "template.duckdb", FixtureSize(n_sae_features=40))
-
-
 @pytest.fixture
-def store_path(template: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "study.duckdb"
-    shutil.copy(template, path)
-    return path
+def store_path(sample_study_copy: Path) -> Path:
+    """The analysed demo pair, copied: the app opens it for writing."""
+    return sample_study_copy
 
 
 async def test_feature_by_reward_tab(store_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from types import SimpleNamespace
 
 import pytest
 from rich.style import Style
@@ -70,21 +71,32 @@ async def test_row_table_lays_out_cells_and_moves_its_cursor() -> None:
 
 async def test_row_table_keeps_its_rows_drawn_across_focus_and_style_changes() -> None:
     """What makes switching screens cheap: a style change (focus, a screen coming back) redraws from the
-    strips made once per row, instead of rendering every cell again."""
+    lines made once per row, instead of building and rendering every cell again. Rows given as callables are
+    built when first drawn, so the calls count the rows drawn from scratch."""
     app = TableApp()
+    built: list[int] = []
+
+    def cells(i: int) -> list[Text]:
+        built.append(i)
+        return [Text(f"row {i}"), Text(str(i))]
+
     async with app.run_test(size=(30, 12)) as pilot:
         table = app.query_one(RowTable)
-        fill(table, 20)
+        table.set_columns((("name", None), ("n", 5)), 30)
+        table.add_rows((f"k{i}", (lambda i=i: cells(i))) for i in range(20))
         await pilot.pause()
-        drawn = dict(table._strips)
-        assert len(drawn) >= 10  # the rows in view
+        drawn = sorted(built)
+        assert drawn == list(range(11))  # the rows in view
         table.focus()
         await pilot.pause()
         table.blur()
         await pilot.pause()
-        assert all(table._strips[i] is strip for i, strip in drawn.items())
+        assert sorted(built) == drawn and table.render_line(1).text.startswith(" row 0 ")  # redrawn, not rebuilt
+        table.update_row("k0", lambda: cells(0))
+        await pilot.pause()
+        assert sorted(built) == sorted([0, *drawn])  # an updated row is built again, and only it
         table.set_columns((("other", None),), 30)  # new columns: everything goes
-        assert table.row_count == 0 and not table._strips
+        assert table.row_count == 0 and table.render_line(1).text.strip() == ""
 
 
 def transcript_data(n: int = 6) -> TranscriptData:
@@ -111,24 +123,45 @@ class TranscriptApp(App[None]):
         yield Transcript(id="t")
 
 
-async def test_transcript_wraps_to_its_width_and_folds_by_message() -> None:
+def every_line(transcript: Transcript) -> list[str]:
+    """The transcript's lines below its header, drawn by scrolling through it a view at a time."""
+    lines: list[str] = []
+    view = transcript.size.height - 1
+    for top in range(0, transcript.virtual_size.height, view):
+        transcript.scroll_to(y=top, animate=False, immediate=True, force=True)
+        lines += [transcript.render_line(y).text for y in range(1, transcript.size.height)]
+    return lines
+
+
+async def test_transcript_wraps_to_its_width_and_folds_by_message(monkeypatch: pytest.MonkeyPatch) -> None:
     app = TranscriptApp()
     async with app.run_test(size=(50, 14)) as pilot:
         transcript = app.query_one(Transcript)
+        wrapped: list[str] = []  # the first line of each text the console wraps into lines
+        render_lines = app.console.render_lines
+
+        def counting(renderable, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            wrapped.append(renderable.plain.split("\n")[0] if isinstance(renderable, Text) else "")
+            return render_lines(renderable, *args, **kwargs)
+
+        monkeypatch.setattr(app.console, "render_lines", counting)
         transcript.show(transcript_data(), focus_segment=104)
         # only the blocks in view are wrapped before the first frame; the rest right after it
-        assert transcript._rendered[4] is not None and transcript._rendered[0] is None
+        heads = [f"assistant #{i}" if i % 2 == 0 else f"user #{i}" for i in range(6)]
+        assert any(heads[4] in w for w in wrapped) and not any(heads[0] in w for w in wrapped), wrapped
         transcript.focus()
         await pilot.pause()
-        assert None not in transcript._rendered
+        assert all(any(head in w for w in wrapped) for head in heads), wrapped
         assert transcript.current == 4 and transcript.blocks[4].focus_part is not None
-        assert transcript.scroll_y == transcript._starts[4]  # opened at the marked segment
         assert transcript.render_line(0).text.startswith(" after · task task-1")
         drawn = [transcript.render_line(y).text for y in range(1, transcript.size.height)]
-        assert drawn[0].startswith("█ assistant #4")  # the marked message's edge
-        assert all(len(line.rstrip()) <= 50 - transcript.styles.scrollbar_size_vertical for line in drawn)
-        every = "".join(line.text for lines in transcript._rendered for line in lines)
-        assert all(f"END{i}" in every for i in range(6))  # wrapped, nothing cut
+        assert drawn[0].startswith("█ assistant #4")  # opened at the marked segment, its edge on the first line
+        width = 50 - transcript.styles.scrollbar_size_vertical
+        every = every_line(transcript)
+        assert all(len(line.rstrip()) <= width for line in every)
+        assert all(any(f"END{i}" in line for line in every) for i in range(6))  # wrapped, nothing cut
+        transcript.move_to(4)
+        await pilot.pause()
 
         assert transcript.blocks[4].expanded is False
         before = transcript.virtual_size.height
@@ -156,7 +189,9 @@ def test_text_table_aligns_columns() -> None:
     assert any(span.style == "bold" for span in table.spans)
 
 
-def test_idle_collector_collects_only_when_the_keyboard_is_quiet() -> None:
+def test_idle_collector_collects_only_when_the_keyboard_is_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]  # the collector's clock, moved by hand instead of waiting
+    monkeypatch.setattr(idle_gc, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     collector = idle_gc.IdleCollector()
     thresholds = gc.get_threshold()
     try:
@@ -167,7 +202,7 @@ def test_idle_collector_collects_only_when_the_keyboard_is_quiet() -> None:
         collector.input()
         collector.tick()  # typing: the full collection waits
         assert gc.get_count()[2] > 0
-        collector._last_input -= idle_gc.IDLE_SECONDS
+        clock[0] += idle_gc.IDLE_SECONDS
         collector.tick()
         assert gc.get_count()[2] == 0
     finally:
