@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.deltas import ANY, Discovery, compute_deltas
+from engine.deltas import ANY, DiscoveryCounts, compute_deltas
 from engine.progress import NullProgress
 
 N_TOOLS = 3  # tools the structural (tool-call) features are about, one feature family per tool
@@ -88,8 +88,8 @@ def _cell_sizes(scenario: Scenario, task_effect: np.ndarray, rng: np.random.Gene
     return np.maximum(sizes, 1)
 
 
-def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, np.ndarray, np.ndarray]:
-    """One study: (Discovery, true effect per feature column on its own kind, whether its 'any' row is null).
+def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCounts, np.ndarray, np.ndarray]:
+    """One study: (its counts, true effect per feature column on its own kind, whether its 'any' row is null).
 
     The SAE tool-call features fire on the new tool's calls, so their "fires anywhere" truly rises with the new
     tool: their 'any' rows have no known truth."""
@@ -153,7 +153,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[Discovery, n
     truth = np.zeros(m)
     truth[: scenario.n_shifted] = scenario.shift
     truth[scenario.n_text : scenario.n_text + scenario.n_shifted] = scenario.shift
-    data = Discovery(
+    data = DiscoveryCounts(
         rollouts,
         features,
         totals,

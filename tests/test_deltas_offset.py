@@ -6,12 +6,12 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.deltas import ANY, Discovery
+from engine.deltas import ANY, DiscoveryCounts
 from engine.deltas.views import KindView, expected_firing
 from engine.stats.design import CheckpointDesign
 
 
-def _discovery(is_after: list[bool]) -> Discovery:
+def _discovery(is_after: list[bool]) -> DiscoveryCounts:
     text = np.array([2.0, 4.0, 6.0, 8.0, 1.0, 3.0])  # text segments per rollout, two tasks of three
     fired = np.array([[1.0], [0.0], [3.0], [2.0], [0.0], [1.0]])  # one text feature's firing segments
     rollouts = pl.DataFrame(
@@ -24,7 +24,7 @@ def _discovery(is_after: list[bool]) -> Discovery:
         }
     )
     counts = {"text": sp.csc_array(fired), ANY: sp.csc_array((fired > 0).astype(np.float64))}
-    return Discovery(
+    return DiscoveryCounts(
         rollouts, pl.DataFrame({"feature_id": [0], "source": ["sae"]}), {"text": text, ANY: np.ones(6)}, counts, 0, text
     )
 

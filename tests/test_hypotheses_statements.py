@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.draft import Discovery, Draft, extractive_draft
+from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.population import Population
-from engine.hypotheses.sources import Source
+from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
 
 N = 60  # rollouts per checkpoint, one text, one reasoning and one tool call segment each
@@ -49,12 +49,12 @@ def population(text: callable, reasoning: callable, structural: callable) -> Pop
     return Population("discovery", "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
 
 
-def source(kind: str, names: tuple[str, ...], origins: tuple[str, ...], grams: tuple[str, ...] = ()) -> Source:
-    return Source((kind,), (1,) if origins != ("ngram",) else (), names, names, 0.3, 0.001, 0.1, 0.4,
+def source(kind: str, names: tuple[str, ...], origins: tuple[str, ...], grams: tuple[str, ...] = ()) -> DraftSource:
+    return DraftSource((kind,), (1,) if origins != ("ngram",) else (), names, names, 0.3, 0.001, 0.1, 0.4,
                   top_ngrams=grams, origins=origins)  # fmt: skip
 
 
-def fires_where(discovery: Discovery, kind: str, pattern: str) -> set[int]:
+def fires_where(discovery: DiscoverySplit, kind: str, pattern: str) -> set[int]:
     _, segs = discovery.index((kind,))
     return set(segs.filter(pl.col("text").str.contains(pattern))["segment_id"].to_list())
 
@@ -65,7 +65,7 @@ THINK = lambda after, i: "The user wants to change the address. Check the order 
 
 def test_a_structural_statement_is_its_labelers_rates() -> None:
     probe = lambda after, i: ["tool_args:probe"] if after and i % 2 == 0 else []  # noqa: E731
-    discovery = Discovery(population(PLAIN, THINK, probe), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(PLAIN, THINK, probe), splitter=split_on_periods)
     draft = extractive_draft(source("tool_call", ("tool_args:probe",), ("structural",)), set(), discovery)
     assert draft is not None
     assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_args:probe"}]}
@@ -83,7 +83,7 @@ def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
         probe = ["tool_args:probe", "tool_result:error"] if after and i % 2 == 0 else []
         return probe or (["tool_result:error"] if i % 3 == 0 else [])
 
-    discovery = Discovery(population(PLAIN, THINK, names), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(PLAIN, THINK, names), splitter=split_on_periods)
     cluster = source("tool_call", ("tool_result:error", "tool_args:probe"), ("structural", "structural"))
     draft = extractive_draft(cluster, set(), discovery)
     assert draft is not None
@@ -102,7 +102,7 @@ def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() 
         said = wordings[i // 2 % 3].format(things[i % 5]).capitalize()
         return f"{THINK(after, i)} {said}." if after and i % 2 else THINK(after, i)
 
-    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     gram = "auto grader"
     fires = fires_where(discovery, "reasoning", gram)
     draft = extractive_draft(source("reasoning", (f"ngram:{gram}",), ("ngram",), (gram,)), fires, discovery)
@@ -118,7 +118,7 @@ def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() 
 @pytest.mark.parametrize("gram", ["wait", "importantly", "i've", "thinking about it"])
 def test_no_statement_about_a_fragment(gram: str) -> None:
     reasoning = lambda after, i: f"{THINK(after, i)} Hmm, {gram}, yes." if after and i % 2 else THINK(after, i)  # noqa: E731
-    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     fires = fires_where(discovery, "reasoning", re.escape(gram))
     assert extractive_draft(source("reasoning", (f"ngram:{gram}",), ("ngram",), (gram,)), fires, discovery) is None
 
@@ -130,7 +130,7 @@ def test_a_phrase_statement_names_only_its_sources_phrase() -> None:
         body = "Rest assured, your order is safe." if after and i % 2 else PLAIN(after, i)
         return body + (" I've noted the cabin." if after and i % 3 == 0 else "")  # a second, unrelated change
 
-    discovery = Discovery(population(text, THINK, lambda a, i: []), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(text, THINK, lambda a, i: []), splitter=split_on_periods)
     statements = {}
     for gram in ("assured", "the cabin", "certainly"):
         fires = fires_where(discovery, "text", gram.split()[-1])
@@ -163,7 +163,7 @@ def test_a_concept_statement_quotes_an_exemplar_and_validates_on_paraphrases() -
     def reasoning(after: bool, i: int) -> str:
         return f"{THINK(after, i)} {wordings[i % 4].capitalize()}." if after and i % 2 else THINK(after, i)
 
-    discovery = Discovery(
+    discovery = DiscoverySplit(
         population(PLAIN, reasoning, lambda a, i: []), examples=lambda ids: wordings, splitter=split_on_periods
     )
     fires = fires_where(discovery, "reasoning", "grader|reviewer")
@@ -194,7 +194,7 @@ def labelled(statement: str, spec: dict, score: float, hits: frozenset[int], dir
 
 
 EXEMPLAR = {"similar_to": {"exemplars": ["x"]}}
-PLAIN_DISCOVERY = Discovery(population(PLAIN, THINK, lambda a, i: []), splitter=split_on_periods)
+PLAIN_DISCOVERY = DiscoverySplit(population(PLAIN, THINK, lambda a, i: []), splitter=split_on_periods)
 
 
 def test_one_finding_per_behaviour_prefers_the_exemplar_draft() -> None:
@@ -255,7 +255,7 @@ def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_pa
     def reasoning(after: bool, i: int) -> str:
         return f"{THINK(after, i)} {wordings[i % 3].capitalize()}." if after and i % 2 else THINK(after, i)
 
-    discovery = Discovery(
+    discovery = DiscoverySplit(
         population(PLAIN, reasoning, lambda a, i: []), examples=lambda ids: wordings, splitter=split_on_periods
     )
     fires = fires_where(discovery, "reasoning", "grader")
@@ -395,7 +395,7 @@ def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
     """The tool is called again after a failed probe call: the retries share no segment with the probes, but
     each is the next call after one, so the retry draft is the probe finding's side effect. A draft as strong
     on calls that follow nothing of it stays its own finding."""
-    discovery = Discovery(two_calls_population())
+    discovery = DiscoverySplit(two_calls_population())
     probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
     retry = call_draft("Retry after error", 4.0, calls(2, lambda i: i < 20) | calls(2, lambda i: i < 2, False))
     other = call_draft("Several calls", 3.0, calls(2, lambda i: i >= 40))
@@ -418,7 +418,7 @@ WORDINGS |= {
 }
 
 
-def exemplar_draft(discovery: Discovery, exemplar: str, threshold: float) -> Draft:
+def exemplar_draft(discovery: DiscoverySplit, exemplar: str, threshold: float) -> Draft:
     spec = {
         "all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": [f"{exemplar}."], "min_similarity": threshold}}]
     }
@@ -437,7 +437,7 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     def reasoning(after: bool, i: int) -> str:
         return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
 
-    discovery = Discovery(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     # cosine of the stand-in embedder = shared words: "answer" and "reply" 0.8, "reply" and "reply twice" 0.91
     answer, reply, refund = (exemplar_draft(discovery, WORDINGS[k], t) for k, t in ((1, 0.75), (3, 0.85), (0, 0.75)))
     assert 2 * len(answer.hits & reply.hits) < len(reply.hits)  # mostly apart: co-occurrence does not merge

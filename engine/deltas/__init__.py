@@ -20,7 +20,7 @@ from engine.deltas.compute import (
     compute_deltas,
     length_change,
 )
-from engine.deltas.data import KINDS, Discovery, inputs_fingerprint, load_discovery
+from engine.deltas.data import KINDS, DiscoveryCounts, inputs_fingerprint, load_discovery
 from engine.deltas.stage import (
     METHOD_VERSION,
     STAGE,
@@ -42,7 +42,7 @@ __all__ = [
     "SKIP_UNATTAINABLE",
     "STAGE",
     "DeltaTables",
-    "Discovery",
+    "DiscoveryCounts",
     "compute_deltas",
     "exploratory_ranking",
     "family_summary",

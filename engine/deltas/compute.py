@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from engine.deltas.data import KINDS, Discovery
+from engine.deltas.data import KINDS, DiscoveryCounts
 from engine.deltas.views import KindView
 from engine.kinds import ANY, family_of
 from engine.progress import Progress
@@ -30,7 +30,7 @@ SKIP_NO_SEGMENTS = "no segments of this kind in one checkpoint"
 SKIP_UNATTAINABLE = "cannot reach significance at this size"
 
 
-def _describe_kind(data: Discovery, view: KindView, fdr: float, max_permutations: int) -> pl.DataFrame:
+def _describe_kind(data: DiscoveryCounts, view: KindView, fdr: float, max_permutations: int) -> pl.DataFrame:
     """Prevalence (task-weighted mean rollout rate), pooled share, rollout rates, attainable p and family of
     every feature for one kind (tested or not)."""
     design, kind = view.design, view.kind
@@ -74,7 +74,7 @@ def _describe_kind(data: Discovery, view: KindView, fdr: float, max_permutations
     )
 
 
-def _reward_columns(data: Discovery, kind: str, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _reward_columns(data: DiscoveryCounts, kind: str, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Within-task reward association of rollout-level firing, in each checkpoint, for `columns`."""
     reward = data.rollouts["reward"].to_numpy().astype(np.float64)
     has_segments = data.totals[kind] > 0
@@ -90,7 +90,7 @@ def _reward_columns(data: Discovery, kind: str, columns: np.ndarray) -> tuple[np
     return out[0], out[1]
 
 
-def _task_rows(data: Discovery, view: KindView, columns: np.ndarray, feature_ids: np.ndarray) -> pl.DataFrame:
+def _task_rows(data: DiscoveryCounts, view: KindView, columns: np.ndarray, feature_ids: np.ndarray) -> pl.DataFrame:
     """Per-task mean rollout rate of the tested features of one kind, with the segments behind it."""
     codes = data.task[view.rows]
     task_ids = data.rollouts.select("task_code", "task_id").unique().sort("task_code")["task_id"].to_numpy()
@@ -142,7 +142,7 @@ def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndar
     return estimate, low, high
 
 
-def length_change(data: Discovery) -> dict[str, float]:
+def length_change(data: DiscoveryCounts) -> dict[str, float]:
     """Mean analysed segments per rollout in each checkpoint, and their ratio within task (task-weighted)."""
     design = CheckpointDesign.from_labels(data.is_after, data.task)
     lengths = data.lengths[design.keep][:, None]
@@ -155,7 +155,7 @@ def length_change(data: Discovery) -> dict[str, float]:
 
 
 def compute_deltas(
-    data: Discovery,
+    data: DiscoveryCounts,
     rng: np.random.Generator,
     *,
     n_permutations: int,

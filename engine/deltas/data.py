@@ -17,7 +17,7 @@ KINDS = SEGMENT_KINDS
 
 
 @dataclass(frozen=True)
-class Discovery:
+class DiscoveryCounts:
     """Discovery rollouts of the two checkpoints in tasks both share, and what fired in them."""
 
     rollouts: pl.DataFrame  # rollout_key, task_id, is_after, reward; row i is rollout index i
@@ -65,7 +65,7 @@ def inputs_fingerprint(store: Store, *tables: tuple[str, str]) -> str:
 
 def load_discovery(
     store: Store, before: str, after: str, groups: pl.DataFrame | None = None, *, whole_study: bool = False
-) -> Discovery:
+) -> DiscoveryCounts:
     """Read the discovery split (`whole_study`: every rollout) of `before` and `after` into per-kind sparse
     firing counts.
 
@@ -154,7 +154,7 @@ def load_discovery(
                 (hits["n"].to_numpy().astype(np.float32), (hits["r"].to_numpy(), hits["f"].to_numpy())), shape=(n, m)
             )
         )
-    return Discovery(
+    return DiscoveryCounts(
         kept.select("rollout_key", "task_id", "task_code", "is_after", "reward"),
         columns.select("feature_id", "source"),
         totals,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from engine.deltas.data import KINDS, Discovery
+from engine.deltas.data import KINDS, DiscoveryCounts
 from engine.kinds import ANY
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.permutation import PermutationBlock, dense_columns
@@ -16,14 +16,14 @@ from engine.stats.rates import rollout_rates
 from engine.stats.strata import stratified_rates
 
 
-def _rows_of_kind(data: Discovery, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
+def _rows_of_kind(data: DiscoveryCounts, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
     """(rollout indices, design) of the rollouts with segments of `kind` in tasks both checkpoints share."""
     rows = np.flatnonzero(data.totals[kind] > 0)
     design = CheckpointDesign.from_labels(data.is_after[rows], data.task[rows])
     return rows[design.keep], design
 
 
-def _denominators(data: Discovery, kind: str, rows: np.ndarray) -> np.ndarray:
+def _denominators(data: DiscoveryCounts, kind: str, rows: np.ndarray) -> np.ndarray:
     """Segments behind each pooled share: the kind's segments; for tool calls, per feature, the calls to the
     tools the feature fires on anywhere in discovery."""
     tools = data.per_tool()
@@ -47,7 +47,7 @@ def _tool_stratified_rates(
     return stratified_rates([counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray(), design)
 
 
-def _exposures(data: Discovery, rows: np.ndarray) -> np.ndarray:
+def _exposures(data: DiscoveryCounts, rows: np.ndarray) -> np.ndarray:
     """(rows, n_features) each feature's exposure in each rollout, for 'any' rows.
 
     A feature's exposure in a rollout is the number of segments it could fire on: those of every kind it fires
@@ -84,7 +84,7 @@ def _exposures(data: Discovery, rows: np.ndarray) -> np.ndarray:
     return np.column_stack(columns)[:, code.ravel()] if columns else np.zeros((rows.size, n_features))
 
 
-def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
+def expected_firing(data: DiscoveryCounts, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
     """(rows, n_features) each rollout's expected chance that a feature fires anywhere in it, 1 - (1 - r)^E.
 
     E is the feature's exposure in the rollout (`_exposures`) and r its per-segment rate in the rollout's task:
@@ -105,7 +105,7 @@ def expected_firing(data: Discovery, rows: np.ndarray, design: CheckpointDesign)
 
 @dataclass(frozen=True)
 class KindView:
-    """One kind's design, rates and offsets over its rollouts (`rows` index the Discovery's rollouts).
+    """One kind's design, rates and offsets over its rollouts (`rows` index the DiscoveryCounts's rollouts).
 
     `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
     subtracted from the rates that are tested; other kinds have none."""
@@ -119,7 +119,7 @@ class KindView:
     offsets: np.ndarray | None
 
     @classmethod
-    def of(cls, data: Discovery, kind: str) -> KindView:
+    def of(cls, data: DiscoveryCounts, kind: str) -> KindView:
         rows, design = _rows_of_kind(data, kind)
         counts = sp.csc_array(data.counts[kind][rows])
         totals = _denominators(data, kind, rows)

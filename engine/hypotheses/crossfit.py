@@ -20,19 +20,18 @@ import polars as pl
 import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
-from engine.deltas import Discovery as DeltaData
-from engine.deltas import compute_deltas, load_discovery
-from engine.hypotheses.sources import Source, load_sources
+from engine.deltas import DiscoveryCounts, compute_deltas, load_discovery
+from engine.hypotheses.sources import DraftSource, load_sources
 from engine.progress import NullProgress
 from engine.store import Store
 
 FOLD_TABLES = ("feature_deltas", "clusters", "cluster_members")  # what `load_sources` reads besides features
 
 
-def fold_rows(data: DeltaData, keep: np.ndarray) -> DeltaData:
+def fold_rows(data: DiscoveryCounts, keep: np.ndarray) -> DiscoveryCounts:
     """The deltas stage's data restricted to the rollouts where `keep` is true (row order kept)."""
     rows = np.flatnonzero(keep)
-    return DeltaData(
+    return DiscoveryCounts(
         data.rollouts[rows],
         data.features,
         {kind: totals[rows] for kind, totals in data.totals.items()},
@@ -67,7 +66,7 @@ def _fold_inputs(store: Store, deltas: pl.DataFrame) -> Iterator[None]:
         yield
 
 
-def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float) -> list[Source]:
+def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float) -> list[DraftSource]:
     """Sources drafted from fold B's significant features, without fold A's n-grams."""
     with _fold_inputs(store, deltas):
         sources = load_sources(store, fdr)

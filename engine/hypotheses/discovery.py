@@ -1,6 +1,6 @@
-"""What drafting sees of the discovery split (`Discovery`) and what it makes of a source (`Draft`).
+"""What drafting sees of the discovery split (`DiscoverySplit`) and what it makes of a source (`Draft`).
 
-`Discovery` holds the discovery segments with n-gram indexes per kind set, and the tests drafts are compared
+`DiscoverySplit` holds the discovery segments with n-gram indexes per kind set, and the tests drafts are compared
 by: a draft's z among or outside a set of segments, whether other drafts' segments explain its change, whether
 its positives co-occur with another's or follow another's in the same rollout.
 """
@@ -44,7 +44,7 @@ class Draft:
     kinds: tuple[str, ...] = ()  # the segment kinds `hits` is among (none for a judge draft)
 
 
-class Discovery:
+class DiscoverySplit:
     """The discovery split, with n-gram indexes per kind set built on first use. `examples` gives a concept
     source's example sentences (its features' top discovery examples); `splitter` splits text into sentences."""
 
@@ -60,7 +60,7 @@ class Discovery:
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
 
-    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> Discovery:
+    def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
         other = copy.copy(self)
         other.examples = examples

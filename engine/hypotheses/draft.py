@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from engine.features import structural
-from engine.hypotheses.discovery import MIN_Z, Discovery, Draft
+from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
     SENTENCE_KINDS,
     SentenceMatcher,
@@ -25,7 +25,7 @@ from engine.hypotheses.exemplars import (
     segment_units,
 )
 from engine.hypotheses.merge import merge_near_duplicates
-from engine.hypotheses.sources import Source
+from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import (
     concept_statement,
     distinctive_words,
@@ -41,7 +41,7 @@ from engine.llm.templates import render
 from engine.store.queries import ngram_list
 from engine.text import ngram_regex, ngrams
 
-__all__ = ["MIN_Z", "Discovery", "Draft", "draft_all", "draft_request", "explanation_requests", "extractive_draft"]
+__all__ = ["MIN_Z", "DiscoverySplit", "Draft", "draft_all", "draft_request", "explanation_requests", "extractive_draft"]
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def _kind_node(kinds: tuple[str, ...]) -> dict[str, Any]:
     return {"kind": list(kinds) if len(kinds) > 1 else kinds[0]}
 
 
-def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+def extractive_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """An offline, verifier-labelled hypothesis that names the source's behaviour, or None when its labeler
     does not separate the discovery checkpoints: structural features as rates, concept and group features by
     exemplar sentences (`similar_to`), tool features by tool name, others by their own phrase."""
@@ -88,8 +88,8 @@ def extractive_draft(source: Source, fires: set[int], discovery: Discovery) -> D
 
 
 def _finish(
-    source: Source,
-    discovery: Discovery,
+    source: DraftSource,
+    discovery: DiscoverySplit,
     spec: dict[str, Any],
     kinds: tuple[str, ...],
     statement: Callable[[str, int], str],
@@ -116,7 +116,7 @@ def _finish(
     )
 
 
-def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
+def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft | None:
     """One of the source's structural features as the labeler, the one that best separates the discovery
     checkpoints; the statement is its rates. A cluster groups features that fire together, but each is a
     distinct fact: their union (probe values, or an error result, or a retry) labels every call any of them
@@ -141,7 +141,7 @@ def _structural_draft(source: Source, discovery: Discovery) -> Draft | None:
     return max((d for d in drafts if d is not None), key=lambda d: d.score, default=None)
 
 
-def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """Exemplar sentences and threshold fitted to where the source fires on discovery (`fit_exemplars`,
     quiet segments sampled evenly); the statement quotes the first exemplar (the carriers' medoid) and the
     words that set the source's example sentences apart."""
@@ -178,7 +178,7 @@ def _concept_draft(source: Source, fires: set[int], discovery: Discovery) -> Dra
     )
 
 
-def _phrase_or_its_sentences(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """A phrase draft, or, when the sentences that carry the phrase label the behaviour better, those
     sentences as exemplars. A behaviour written many ways surfaces as several narrow phrases ("whoever scores
     this", "the auto grader"), each a fragment that recurs in a few turns; the sentences around a phrase are
@@ -207,7 +207,7 @@ def _phrase_or_its_sentences(source: Source, fires: set[int], discovery: Discove
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
 
 
-def _phrase_draft(source: Source, fires: set[int], discovery: Discovery) -> Draft | None:
+def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """One phrase of the source's own, and only when the phrase itself is the behaviour (statements module):
     a lexical source's n-gram, or for a feature source a phrase among its distinctive n-grams or mostly found
     where it fires."""
@@ -260,7 +260,7 @@ def _fenced(texts: list[str]) -> str:
     return "\n".join(fence(t, f"example {i + 1}") for i, t in enumerate(texts)) if texts else "(none)"
 
 
-def _examples(segs: pl.DataFrame, n: int, like: list[str], discovery: Discovery) -> str:
+def _examples(segs: pl.DataFrame, n: int, like: list[str], discovery: DiscoverySplit) -> str:
     """Up to `n` segments, fenced; for a concept source (`like`: its example sentences) each segment's sentence
     closest to them instead, so the contrast is between sentences, not long turns."""
     segs = segs.head(n)
@@ -271,7 +271,9 @@ def _examples(segs: pl.DataFrame, n: int, like: list[str], discovery: Discovery)
     return _fenced(list(dict.fromkeys(m.sentence for m in matches if m is not None)))
 
 
-def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np.random.Generator) -> LLMRequest:
+def draft_request(
+    source: DraftSource, fires: set[int], discovery: DiscoverySplit, rng: np.random.Generator
+) -> LLMRequest:
     """Contrasting examples from discovery: firing segments of each checkpoint and quiet ones, fenced (for a
     concept or group source, their sentences closest to its example sentences)."""
     _, segs = discovery.index(source.kinds)
@@ -302,7 +304,12 @@ def draft_request(source: Source, fires: set[int], discovery: Discovery, rng: np
 
 
 def llm_draft(
-    source: Source, fires: set[int], discovery: Discovery, answer: dict[str, Any], model: str, prompt_hash: str
+    source: DraftSource,
+    fires: set[int],
+    discovery: DiscoverySplit,
+    answer: dict[str, Any],
+    model: str,
+    prompt_hash: str,
 ) -> Draft:
     """Turn the LLM's answer into a draft: its verifier when valid and it separates the discovery
     checkpoints in the stated direction, else its judge question."""
@@ -345,9 +352,9 @@ def llm_draft(
 
 
 def draft_all(
-    sources: list[Source],
-    fires: Callable[[Source], set[int]],
-    discovery: Discovery,
+    sources: list[DraftSource],
+    fires: Callable[[DraftSource], set[int]],
+    discovery: DiscoverySplit,
     session: LLMSession | None,
     rng: np.random.Generator,
 ) -> list[Draft]:

@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.hypotheses.draft import Discovery
+from engine.hypotheses.draft import DiscoverySplit
 from engine.hypotheses.ngrams import same_segments
-from engine.hypotheses.sources import Source
+from engine.hypotheses.sources import DraftSource
 from engine.kinds import SEGMENT_KINDS
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
@@ -35,8 +35,8 @@ KINDS = SEGMENT_KINDS
 
 
 def lexical_sources(
-    discovery: Discovery, rng: np.random.Generator, *, fdr: float, n_permutations: int, limit: int = MAX_LEXICAL
-) -> list[Source]:
+    discovery: DiscoverySplit, rng: np.random.Generator, *, fdr: float, n_permutations: int, limit: int = MAX_LEXICAL
+) -> list[DraftSource]:
     """Significant n-gram sources, strongest (lowest q, then largest delta) first within each kind."""
     population = discovery.population
     keys, is_after, task, _ = population.rollout_arrays()
@@ -102,7 +102,7 @@ def lexical_sources(
                 continue
             chosen.append(hits)
             sources.append(
-                Source(
+                DraftSource(
                     (kind,),
                     (),
                     (f"ngram:{gram}",),

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.hypotheses.discovery import MIN_Z, Discovery, Draft
+from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
 from engine.hypotheses.statements import concept_statement
@@ -48,12 +48,12 @@ def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
     }
 
 
-def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Draft]:
+def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
     discovery positives), each against the drafts already kept in the same direction:
 
     - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
-    - at least half of its positives inside kept drafts it co-occurs with (`Discovery.co_occurs`), and no change
+    - at least half of its positives inside kept drafts it co-occurs with (`DiscoverySplit.co_occurs`), and no change
       of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
       most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
       as it names a behaviour worded many ways);
@@ -95,7 +95,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: Discovery) -> list[Dra
     return _without_side_effects(kept, discovery)
 
 
-def _wording_inside(draft: Draft, near: list[Draft], discovery: Discovery) -> Draft | None:
+def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:
     """The kept draft, of those the draft co-occurs with (`near`), that it is a narrower wording of: at least
     half of its positives inside, and no change of its own among them (z < MIN_Z). One such draft, the one it
     overlaps most, is tried first, then all of them together: a broad draft that merely co-occurs (one of
@@ -118,7 +118,7 @@ def _similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
 
 
-def _another_wording(draft: Draft, kept: Draft, discovery: Discovery) -> bool:
+def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bool:
     """Whether an extractive exemplar draft is another wording of a kept one of the same kinds: its positives
     mostly outside the kept one's (paraphrases of one behaviour rarely meet in one segment, so co-occurrence
     cannot unite them), and the kept labeler matches at least MIN_EXEMPLARS_MATCHED of its exemplars."""
@@ -141,7 +141,7 @@ def _another_wording(draft: Draft, kept: Draft, discovery: Discovery) -> bool:
     return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
 
 
-def _joined(kept: Draft, wording: Draft, discovery: Discovery, relation: str = "another wording") -> Draft:
+def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: str = "another wording") -> Draft:
     """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
     when that separates the discovery checkpoints better (higher z), its statement then restated with the
     joined labeler's discovery counts and rates; else the wording is only its provenance."""
@@ -177,11 +177,11 @@ def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
     return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
 
 
-def _without_side_effects(kept: list[Draft], discovery: Discovery) -> list[Draft]:
+def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     """Drop the drafts whose change the other kept drafts explain, in either direction, each recorded as a
     side effect of one of them: where their segments explain it (fewer reasoning turns of 10-49 words because
     others gained a sentence and grew), of the draft whose segments alone explain most of it; else where it
-    follows one of them in sequence (`Discovery.follows`: the tool called again after a failed probe call),
+    follows one of them in sequence (`DiscoverySplit.follows`: the tool called again after a failed probe call),
     of that draft. The least preferred are tried first, so of two drafts that explain each other the
     preferred one stays."""
     kept = list(kept)

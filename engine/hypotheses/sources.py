@@ -25,7 +25,7 @@ _DRAFT_ORDER: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
-class Source:
+class DraftSource:
     """A cluster or a single feature whose prevalence changed on the discovery split."""
 
     kinds: tuple[str, ...]
@@ -75,12 +75,12 @@ def _kinds(kind: str) -> tuple[str, ...]:
     return KINDS if kind == "any" else (kind,)
 
 
-def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Source]:
+def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[DraftSource]:
     """Significant clusters and the significant features no cluster covers, strongest first within each
     testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
-    queues: dict[str, list[Source]] = {}
+    queues: dict[str, list[DraftSource]] = {}
     covered: set[tuple[int, str]] = set()
     clusters = store.frame(
         "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after FROM clusters "
@@ -97,7 +97,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
         # where the cluster's draft is the phrase of its strongest (SAE) member (docs/concepts.md)
         covered.update((i, c["kind"]) for i in ids if info[i]["source"] not in ("concept", "group"))
         queues.setdefault(_cluster_queue({info[i]["source"] for i in ids}), []).append(
-            Source(
+            DraftSource(
                 _kinds(c["kind"]),
                 tuple(ids),
                 tuple(info[i]["name"] for i in ids),
@@ -125,7 +125,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Sou
         if f is None or (d["feature_id"], d["kind"]) in covered or (d["kind"] == "any" and d["feature_id"] in by_kind):
             continue
         queues.setdefault(d["family"], []).append(
-            Source(
+            DraftSource(
                 _kinds(d["kind"]),
                 (f["feature_id"],),
                 (f["name"],),
@@ -149,10 +149,10 @@ def _cluster_queue(sources: set[str]) -> str:
     return "concept" if sources & {"concept", "group"} else "cluster"
 
 
-def _in_turn(queues: dict[str, list[Source]], limit: int) -> list[Source]:
+def _in_turn(queues: dict[str, list[DraftSource]], limit: int) -> list[DraftSource]:
     """The first of each queue (in `_DRAFT_ORDER`, then any other), then the second of each, ... up to `limit`."""
     order = [q for q in _DRAFT_ORDER if q in queues] + [q for q in queues if q not in _DRAFT_ORDER]
-    picked: list[Source] = []
+    picked: list[DraftSource] = []
     for rank in range(max((len(q) for q in queues.values()), default=0)):
         picked.extend(queues[name][rank] for name in order if rank < len(queues[name]))
         if len(picked) >= limit:

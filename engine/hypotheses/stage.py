@@ -20,7 +20,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
-from engine.hypotheses.draft import MIN_Z, Discovery, Draft, draft_all, explanation_requests
+from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.lifecycle import (
@@ -36,7 +36,7 @@ from engine.hypotheses.lifecycle import (
     tested_split,
 )
 from engine.hypotheses.population import load_population
-from engine.hypotheses.sources import Source, example_sentences, firing_segments, load_sources
+from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import HYPOTHESIS_STATUSES
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
@@ -78,7 +78,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
         too_slow = 0
         session = open_session(store, config)
-        discovery = Discovery(
+        discovery = DiscoverySplit(
             load_population(store, *config.checkpoints, "discovery"),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
@@ -91,7 +91,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         populations = {"heldout": heldout, "discovery": discovery.population}
         folds = [(drafts, "heldout")]
         if store.meta("split_mode") == "rollout":  # cross-fitting
-            fold_b = Discovery(heldout)  # no feature examples: those are fold A's
+            fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
             seen = {_claim(d) for d in drafts}  # the same labeler and direction is the same claim: tested once
@@ -159,8 +159,8 @@ def _claim(draft: Draft) -> tuple[str, str, str]:
 
 def _draft_fold(
     store: Store,
-    sources: list[Source],
-    discovery: Discovery,
+    sources: list[DraftSource],
+    discovery: DiscoverySplit,
     session: LLMSession | None,
     config: AnalyzeConfig,
     rng: np.random.Generator,
@@ -173,7 +173,7 @@ def _draft_fold(
     fold_ids = discovery.population.segments["segment_id"].to_list()
     fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(fold_ids))
 
-    def fires(source: Source) -> set[int]:
+    def fires(source: DraftSource) -> set[int]:
         if not source.feature_ids:  # a lexical source fires where its n-gram occurs
             index, _ = discovery.index(source.kinds)
             return set(index.segment_ids[index.matches(set(source.top_ngrams))].tolist())
@@ -186,7 +186,11 @@ def _draft_fold(
 
 
 def _check_judges(
-    drafts: list[Draft], discovery: Discovery, session: LLMSession | None, rng: np.random.Generator, progress: Progress
+    drafts: list[Draft],
+    discovery: DiscoverySplit,
+    session: LLMSession | None,
+    rng: np.random.Generator,
+    progress: Progress,
 ) -> tuple[list[Draft], int]:
     """Judge drafts pass the discovery check verifier drafts pass: the judge labels a stratified sample of the
     discovery segments of the draft's kinds, and the draft is kept only if its weighted shares separate the
@@ -244,7 +248,7 @@ def _write_drafts(
         replace_labels(store, first + offset, labels)
 
 
-def _explain(store: Store, session: LLMSession, sources: list[Source]) -> dict[int, str]:
+def _explain(store: Store, session: LLMSession, sources: list[DraftSource]) -> dict[int, str]:
     """LLM explanations for the features hypotheses were drafted from (top-activating discovery examples)."""
     ids = list(dict.fromkeys(f for s in sources for f in s.feature_ids))[:EXPLAINED_FEATURES]
     if not ids:
