@@ -183,12 +183,8 @@ async def test_get_feature_gives_deltas_tasks_clusters_and_examples(study: Path)
     assert "no feature with id 10000" in missing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: the features stage stores example ranks from 1 (row_number) and "
-    "queries.feature_detail keeps `rank < n`, so n examples per checkpoint come back as n - 1",
-)
 async def test_get_feature_gives_as_many_examples_as_asked(study: Path) -> None:
+    """Example ranks start at 1 (the features stage numbers them so); asking for n gives n a checkpoint."""
     fid = sql(study, "SELECT feature_id FROM features WHERE name = 'tool:transfer_to_human_agents'")[0][0]
     async with Client(build_server(study)) as client:
         feature = await call(client, "get_feature", feature_id=fid, examples_per_checkpoint=2)

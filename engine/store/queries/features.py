@@ -124,7 +124,7 @@ def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: in
             con,
             f"SELECT {SEGMENT_REF_COLUMNS}, e.rank, e.activation, e.tokens FROM feature_examples e "
             "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
-            "WHERE e.feature_id = ? AND e.rank < ? "
+            "WHERE e.feature_id = ? AND e.rank <= ? "
             "ORDER BY (SELECT ordinal FROM checkpoints c WHERE c.checkpoint = e.checkpoint), e.rank",
             [feature_id, examples_per_checkpoint],
         )
