@@ -218,3 +218,16 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
         )
         # the held-out fold's deltas shadowed the stored ones for drafting only
         assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)
+
+
+def test_a_hypothesis_on_a_kind_the_split_lacks_gets_a_clear_error(sample_study_copy: Path) -> None:
+    """The tau2 sample has no reasoning: testing a reasoning hypothesis says so, and labels nothing."""
+    from engine.errors import InputError
+    from engine.hypotheses import lifecycle
+
+    with Store(sample_study_copy) as store:
+        assert store.scalar("SELECT count(*) FROM segments WHERE kind = 'reasoning'") == 0
+        hid = lifecycle.add_hypothesis(store, "More thinking about refunds", pattern="refund", kind="reasoning")
+        with pytest.raises(InputError, match="no segment of the kinds its labeler reads"):
+            lifecycle.test_hypothesis(store, hid)
+        assert store.scalar("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]) == 0

@@ -252,6 +252,11 @@ def test_hypothesis(
             **(json.loads(row.provenance) if row.provenance else {}),
             **labeler_provenance(labeler, session, config, split),
         }
+        if labels.height == 0:
+            raise InputError(
+                f"hypothesis {hypothesis_id}: the {split} split has no segment of the kinds its labeler reads, so "
+                "there is nothing to test it on (a reasoning hypothesis on rollouts without reasoning, say)"
+            )
         advance(status=f"{labels.height} segments labelled; re-testing every labelled hypothesis")
         with store.transaction():
             replace_labels(store, hypothesis_id, labels)
