@@ -1,8 +1,11 @@
 """A fixture store for the TUI and the store queries: every table filled with plausible, deterministic data.
 
-The engine stages are written in parallel, so the TUI is tested against stores built here by appending rows
-directly. `build_store` scales from a handful of rollouts (tests, snapshots) to the benchmark's 100k
-segments and 1M segment-feature rows; everything is drawn from one seeded generator.
+Two users need a store built row by row rather than by the stages (the TUI and query tests use the real
+analysed study, tests/sample_study.py): the snapshots, which must draw identically on every machine (a real
+study's SAE labels come from float training), and `bench/tui.py`, whose store scales to 100k segments and 1M
+segment-feature rows. `build_store` serves both from one seeded generator.
+
+Over 400 lines because it fills every table the screens read, each with its own plausible shape.
 """
 
 from __future__ import annotations

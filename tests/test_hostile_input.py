@@ -1,5 +1,8 @@
 """Hostile and broken input, crashes and agents (issue 14): each hole a probe found, fed through the real CLI,
-TUI (headless), report and MCP paths, so they stay closed."""
+TUI (headless), report and MCP paths, so they stay closed.
+
+Over 400 lines: one file for the probe's whole list, numbered as the issue numbers it, so each hole is found
+by its number."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Offline statements name the behaviour and agree with their provenance (hand-built discovery populations)."""
+"""Offline statements name the behaviour and agree with their provenance (hand-built discovery populations).
+
+Over 400 lines: the populations are built once here and shared by every source's drafting, merging and side
+effect rules, whose statements are checked against the same provenance test."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """The TUI driven through Textual's Pilot on the analysed demo pair (tests/sample_study.py): each screen's main
-flows, asserting on the app's state, the messages its screens were sent, and what the store holds afterwards."""
+flows, asserting on the app's state, the messages its screens were sent, and what the store holds afterwards.
+
+Over 400 lines: one app fixture and its helpers shared by every screen's flows (the widgets, the snapshots
+and the strata screen have files of their own)."""
 
 from __future__ import annotations
 
