@@ -57,9 +57,18 @@ def test_study_summary_counts_agree_with_the_tables(cur: duckdb.DuckDBPyConnecti
     assert summary.n_features == scalar(cur, "SELECT count(*) FROM features")
 
 
-def test_compared_checkpoints_fall_back_to_ingest_order(wcur: duckdb.DuckDBPyConnection) -> None:
-    wcur.execute('UPDATE runs SET config = \'{"before": "tighter", "after": "standard"}\'')
+def test_compared_checkpoints_come_from_the_last_analysis_then_ingest_order(wcur: duckdb.DuckDBPyConnection) -> None:
+    """The pair the last analysis recorded (`meta.analysis_config`), else the first two checkpoints ingested."""
+    import json
+
+    from engine.store.queries.study import CONFIG_KEY
+
+    assert queries.compared_checkpoints(wcur) == ("standard", "tighter")
+    config = json.loads(scalar(wcur, "SELECT value FROM meta WHERE key = ?", [CONFIG_KEY]))
+    swapped = json.dumps(config | {"before": "tighter", "after": "standard"})
+    wcur.execute("UPDATE meta SET value = ? WHERE key = ?", [swapped, CONFIG_KEY])
     assert queries.compared_checkpoints(wcur) == ("tighter", "standard")
+    wcur.execute("DELETE FROM meta WHERE key = ?", [CONFIG_KEY])
     wcur.execute("DELETE FROM runs")
     assert queries.compared_checkpoints(wcur) == ("standard", "tighter")
 
