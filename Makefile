@@ -36,9 +36,10 @@ lint: $(VENV)/.installed-dev
 test: lint
 	$(BIN)/python -m pytest -q
 
-# The inner loop: everything but the tests marked slow (the end-to-end study, models loaded, replications).
+# The inner loop: everything but the tests marked slow (the end-to-end study, models loaded, replications),
+# on every core (pytest-xdist; the cached sample study is built once, under a lock, for all workers).
 quick: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 bench: $(VENV)/.installed-dev
 	for b in bench/*.py; do $(BIN)/python $$b || exit 1; done
