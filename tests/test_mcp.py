@@ -532,7 +532,10 @@ async def test_every_read_tool_on_a_full_store_with_hostile_text(sample_study_co
             ("list_rollouts", {"limit": 3}),
             ("read_rollout", {"rollout_key": planted.rollout_key, "max_chars": 20000}),
             ("read_segment", {"segment_id": hostile_segment, "max_chars": 20000}),
-            ("query_sql", {"sql": "SELECT text FROM segments WHERE segment_id = " + str(hostile_segment)}),
+            (
+                "query_sql",
+                {"sql": f"SELECT text FROM segments WHERE segment_id = {hostile_segment}", "include_heldout": True},
+            ),
         ]:
             result = await client.call_tool(tool, args)
             assert not result.is_error, (tool, result.content[0].text)

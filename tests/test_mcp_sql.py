@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 from engine.errors import InputError
-from engine.mcp.sql import LOCKED_DOWN, QueryRefused, QueryTimeout, check_query, run_query
+from engine.mcp.sql import HELDOUT_TABLES, LOCKED_DOWN, QueryRefused, QueryTimeout, check_query, run_query
 from engine.mcp_server import build_server
 
 WRITES = [
@@ -163,8 +163,8 @@ async def test_the_sql_tool_answers_queries_and_refuses_writes(sample_store: Pat
             "query_sql", {"sql": "SELECT count(*) FROM range(1000000000000)", "timeout_s": 0.2}
         )
         too_long = await client.call_tool("query_sql", {"sql": "SELECT 1", "timeout_s": 3600})
-    answer = json.loads(ok.content[0].text)
-    assert answer["columns"] == ["checkpoint", "n"] and answer["rows"] == [["standard", 66], ["tighter", 66]]
+    answer = json.loads(ok.content[0].text)  # 66 rollouts a checkpoint, half of them held out and hidden
+    assert answer["columns"] == ["checkpoint", "n"] and answer["rows"] == [["standard", 33], ["tighter", 33]]
     assert answer["types"] == ["VARCHAR", "BIGINT"] and answer["truncated"] is False
     rows = json.loads(capped.content[0].text)
     assert rows["row_count"] == 5 and rows["truncated"] is True
@@ -176,3 +176,88 @@ async def test_the_sql_tool_answers_queries_and_refuses_writes(sample_store: Pat
     assert slow.is_error and "longer than 0.2s" in slow.content[0].text
     assert too_long.is_error and "timeout_s" in too_long.content[0].text
     assert hashlib.sha256(study.read_bytes()).hexdigest() == digest
+
+
+HELDOUT_SEGMENTS = "SELECT count(*) FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.split = 'heldout'"
+
+
+def test_heldout_rows_are_hidden_unless_asked_for(locked: duckdb.DuckDBPyConnection, sample_store: Path) -> None:
+    """Every table holding held-out rollouts' rows shows none of them by default, and all of them on request."""
+    heldout_rollouts = "SELECT rollout_key FROM rollouts WHERE split = 'heldout'"
+    heldout_segments = f"SELECT segment_id FROM segments WHERE rollout_key IN ({heldout_rollouts})"
+
+    def rows_held_out(table: str) -> str:
+        if table == "llm_cache":
+            return "true"
+        if table == "rollouts":
+            return "split = 'heldout'"
+        if table in ("messages", "segments"):
+            return f"rollout_key IN ({heldout_rollouts})"
+        return f"segment_id IN ({heldout_segments})"
+
+    # counted on the plain connection before any query hides rows on it
+    total = {t: locked.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in sorted(HELDOUT_TABLES)}
+    heldout = {t: locked.execute(f"SELECT count(*) FROM {t} WHERE {rows_held_out(t)}").fetchall()[0][0] for t in total}
+    assert heldout["segments"] > 0 and heldout["hypothesis_labels"] > 0  # the study does hold rows out
+    hidden = {t: run_query(locked, f"SELECT count(*) FROM {t}", 1, 10, include_heldout=False) for t in total}
+    assert {t: r.rows[0][0] for t, r in hidden.items()} == {t: total[t] - heldout[t] for t in total}
+    assert all(not r.heldout_tables for r in hidden.values())
+    assert run_query(locked, HELDOUT_SEGMENTS, 1, 10, include_heldout=False).rows == [(0,)]
+    fresh = duckdb.connect(str(sample_store), read_only=True, config=dict(LOCKED_DOWN))  # one query a connection
+    try:
+        shown = run_query(fresh, HELDOUT_SEGMENTS, 1, 10, include_heldout=True)
+        aggregate = run_query(fresh, "SELECT count(*) FROM feature_deltas", 1, 10, include_heldout=True)
+    finally:
+        fresh.close()
+    assert shown.rows == [(heldout["segments"],)] and shown.heldout_tables == {"segments", "rollouts"}
+    assert aggregate.heldout_tables == frozenset()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT count(*) FROM study.main.segments",
+        "SELECT count(*) FROM study.segments",
+        'SELECT text FROM "STUDY".main.messages',
+        "WITH s AS (SELECT * FROM study.main.sentences) SELECT count(*) FROM s",
+        "SELECT count(*) FROM rollouts WHERE rollout_key IN (SELECT rollout_key FROM study.main.rollouts)",
+        "SUMMARIZE study.main.segments",
+        "SELECT count(*) FROM query_table('study.main.segments')",
+        "SELECT * FROM query('SELECT text FROM study.main.segments')",
+    ],
+)
+def test_the_ways_around_the_hidden_rows_are_refused(sample_store: Path, tmp_path: Path, query: str) -> None:
+    """The store's own tables by their catalog name, and SQL text run by a table function, would bypass the
+    views: refused by default, with what to ask for instead."""
+    study = Path(shutil.copy(sample_store, tmp_path / "study.duckdb"))  # catalog name 'study'
+    con = duckdb.connect(str(study), read_only=True, config=dict(LOCKED_DOWN))
+    try:
+        with pytest.raises(QueryRefused, match="include_heldout=true"):
+            run_query(con, query, 10, 10, include_heldout=False)
+    finally:
+        con.close()
+
+
+async def test_the_sql_tool_logs_a_heldout_view_only_when_it_shows_heldout_rows(
+    sample_store: Path, tmp_path: Path
+) -> None:
+    study = Path(shutil.copy(sample_store, tmp_path / "study.duckdb"))
+
+    def views() -> int:
+        con = duckdb.connect(str(study), read_only=True)
+        try:
+            return int(con.execute("SELECT count(*) FROM heldout_views WHERE via = 'mcp'").fetchall()[0][0])
+        finally:
+            con.close()
+
+    async with Client(build_server(study)) as client:
+        hidden = await client.call_tool("query_sql", {"sql": HELDOUT_SEGMENTS})
+        aggregate = await client.call_tool(
+            "query_sql", {"sql": "SELECT count(*) FROM feature_deltas", "include_heldout": True}
+        )
+        assert views() == 0
+        shown = await client.call_tool("query_sql", {"sql": HELDOUT_SEGMENTS, "include_heldout": True})
+    assert json.loads(hidden.content[0].text)["rows"] == [[0]]
+    assert json.loads(aggregate.content[0].text)["row_count"] == 1
+    assert json.loads(shown.content[0].text)["rows"][0][0] > 0
+    assert views() == 1

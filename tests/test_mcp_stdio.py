@@ -37,6 +37,9 @@ async def test_a_stdio_client_lists_the_tools_and_gets_correct_answers(study: Pa
             "ORDER BY abs(d.delta) DESC LIMIT 1"
         ).fetchall()[0]
         n_segments = store.scalar("SELECT count(*) FROM segments")
+        discovery_segments = store.scalar(
+            "SELECT count(*) FROM segments JOIN rollouts USING (rollout_key) WHERE split = 'discovery'"
+        )
         rollouts = [
             n
             for _, n in store.execute(
@@ -73,7 +76,7 @@ async def test_a_stdio_client_lists_the_tools_and_gets_correct_answers(study: Pa
     assert [c["rollouts"] for c in summary["checkpoints"]] == rollouts
     assert deltas["rows"][0]["name"] == top_feature
     assert deltas["rows"][0]["delta"] == pytest.approx(top_delta, rel=1e-3)
-    assert counted["rows"] == [[n_segments]]
+    assert counted["rows"] == [[discovery_segments]]  # held-out rows are hidden from agents' SQL by default
     assert tested["status"] == "validated" and tested["delta"] < 0
     assert detail["note"] == "written while the server was running" and detail["status"] == "validated"
     assert refused.is_error and "refused" in refused.content[0].text

@@ -10,6 +10,7 @@ from pydantic import Field
 from engine.mcp.results import clip, to_json
 from engine.mcp.sql import MAX_RESULT_CHARS, MAX_ROWS, MAX_TIMEOUT_S, run_query
 from engine.mcp.tools.base import CANCEL, MaxChars, ToolGroup
+from engine.store import queries
 
 
 class QueryTools(ToolGroup):
@@ -21,15 +22,24 @@ class QueryTools(ToolGroup):
         max_rows: Annotated[int, Field(ge=1, le=MAX_ROWS, description="rows to return at most")] = 100,
         timeout_s: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, description="stop the query after this")] = 10.0,
         max_chars: MaxChars = 1000,
+        include_heldout: Annotated[
+            bool, Field(description="also see held-out rollouts' rows; WRITES a held-out view log entry")
+        ] = False,
     ) -> str:
         """Run one read-only SQL query (DuckDB dialect: SELECT, WITH … SELECT, FROM …, DESCRIBE, SHOW TABLES,
         SUMMARIZE) on a read-only connection without file access. Tables: checkpoints, rollouts, messages,
-        segments, features, segment_features, feature_examples, feature_deltas, feature_task_deltas, clusters,
-        cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Returns columns, types and whole
-        rows (truncated: more rows than max_rows, more than 200 kB of JSON, or past timeout_s while
+        segments, sentences, features, segment_features, feature_examples, feature_deltas, feature_task_deltas,
+        clusters, cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Rows of held-out rollouts
+        (in rollouts, messages, segments, sentences, segment_features, feature_examples, hypothesis_labels,
+        user_labels; and the whole llm_cache, whose responses may quote them) are hidden unless include_heldout
+        is true; a query that reads them then logs a held-out
+        view, as read_rollout does, and hypotheses written afterwards are exploratory. Returns columns, types
+        and whole rows (truncated: more rows than max_rows, more than 200 kB of JSON, or past timeout_s while
         serialising; truncated_by says which). Queries get 1 GB of memory and no disk."""
         with self.access.querying() as con:
-            result = run_query(con, sql, max_rows, timeout_s, CANCEL.get(None))
+            result = run_query(con, sql, max_rows, timeout_s, CANCEL.get(None), include_heldout=include_heldout)
+        if result.heldout_tables:
+            self._log_heldout_read()
         rows: list[list[Any]] = []
         # room for the rows: the cap less the columns, types and counts around them
         size = len(to_json([result.columns, result.types])) + 200
@@ -55,3 +65,11 @@ class QueryTools(ToolGroup):
                 "elapsed_ms": round(result.elapsed_s * 1000, 1),
             }
         )
+
+    def _log_heldout_read(self) -> None:
+        """A query over held-out rows is a held-out view (a write), when the study holds any out."""
+        from engine.hypotheses.exposure import record_heldout_view
+
+        with self.access.writing() as s:
+            if queries.has_heldout(s.con):
+                record_heldout_view(s.con, "mcp")

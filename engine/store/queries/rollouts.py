@@ -185,3 +185,8 @@ def heldout_segments_at(con: Connection, positions: pa.Table) -> list[tuple[str,
         ]
     finally:
         con.unregister("_positions")
+
+
+def has_heldout(con: Executor) -> bool:
+    """Whether the split held any rollouts out (a study before its split, or with --holdout 0, has none)."""
+    return bool(fetchone(con, "SELECT count(*) > 0 FROM rollouts WHERE split = 'heldout'")[0])
