@@ -201,10 +201,10 @@ def analysis_counts(con: Connection, fdr: float = 0.05) -> AnalysisCounts:
     }
     return AnalysisCounts(
         rollouts_by_split=splits,
-        n_features=int(con.execute("SELECT count(*) FROM features").fetchall()[0][0]),
+        n_features=int(fetchone(con, "SELECT count(*) FROM features")[0]),
         n_deltas_tested=int(tested),
         n_deltas_significant=int(significant),
-        n_clusters=int(con.execute("SELECT count(*) FROM clusters").fetchall()[0][0]),
+        n_clusters=int(fetchone(con, "SELECT count(*) FROM clusters")[0]),
         hypotheses_by_status=statuses,
         decisions=decisions,
     )
