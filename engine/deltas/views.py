@@ -10,8 +10,7 @@ import scipy.sparse as sp
 
 from engine.deltas.data import KINDS, DiscoveryCounts
 from engine.kinds import ANY
-from engine.stats.design import CheckpointDesign
-from engine.stats.firing import expected_any
+from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.permutation import PermutationBlock, dense_columns
 from engine.stats.rates import rollout_rates
 from engine.stats.strata import stratified_rates
@@ -86,19 +85,22 @@ def _exposures(data: DiscoveryCounts, rows: np.ndarray) -> np.ndarray:
 
 
 def expected_firing(data: DiscoveryCounts, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray:
-    """(rows, n_features) each rollout's expected chance that a feature fires anywhere in it.
+    """(rows, n_features) each rollout's expected chance that a feature fires anywhere in it, 1 - (1 - r)^E.
 
-    E is the feature's exposure in the rollout (`_exposures`); its per-segment rate varies between rollouts
-    around the task's rate (beta-binomial, `engine.stats.firing.expected_any`), fitted on the task's rollouts
-    of both checkpoints. Pooled over checkpoints, the offset is the same under every within-task relabelling,
-    so the within-task permutation test of (fires anywhere - offset), the 'any' rows' statistic, stays exact
-    under exchangeability. Its coefficient is fixed at 1: a fitted slope would absorb any change that goes
-    with length (measured in docs/statistics.md).
+    E is the feature's exposure in the rollout (`_exposures`) and r its per-segment rate in the rollout's task:
+    firing segments over exposure summed over the task's rollouts of both checkpoints. Pooled over checkpoints,
+    the offset is the same under every within-task relabelling, so the within-task permutation test of
+    (fires anywhere - offset), the 'any' rows' statistic, stays exact under exchangeability. Its coefficient is
+    fixed at 1: a fitted slope would absorb any change that goes with length (measured in docs/statistics.md).
     """
     exposure = _exposures(data, rows)
     kinds = [k for k in KINDS if k in data.counts]
     fired = sum((data.counts[k][rows] for k in kinds), sp.csc_array((rows.size, exposure.shape[1])))
-    return expected_any(fired.toarray(), exposure, design.task, design.n_tasks)
+    onehot = task_onehot(design.task, design.n_tasks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = (onehot @ fired).toarray() / np.maximum(onehot @ exposure, 1.0)
+    rate = np.clip(rate, 0.0, 1.0)
+    return 1.0 - (1.0 - rate[design.task]) ** exposure
 
 
 @dataclass(frozen=True)
