@@ -84,5 +84,5 @@ def precision_weights(totals: np.ndarray, stratum_weight: np.ndarray, rho: np.nd
         term = stratum_weight[s] ** 2 * (1.0 + (n - 1.0) * rho) / np.maximum(n, 1.0)
         variance += np.where(n > 0, term, 0.0)
     weight = np.divide(1.0, variance, out=np.zeros_like(variance), where=variance > 0)
-    mean = weight.sum(axis=0) / max(weight.shape[0], 1)
+    mean = weight.mean(axis=0)
     return np.divide(weight, mean, out=np.zeros_like(weight), where=mean > 0)
