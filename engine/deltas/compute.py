@@ -16,8 +16,8 @@ from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.fdr import family_qvalues
 from engine.stats.intervals import effect_interval
-from engine.stats.permutation import dense_columns, refined_pvalues
-from engine.stats.rates import Contrast, effects, standardised_prevalence
+from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
+from engine.stats.rates import effects, standardised_prevalence
 from engine.stats.reward import reward_association
 
 CONFIDENCE = 0.95
@@ -130,16 +130,13 @@ class DeltaTables:
     metrics: dict[str, object]
 
 
-def _intervals(view: KindView, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(effect, ci_low, ci_high) of a kind's `columns`, with the rollouts' precision weights where the view has
-    them: cluster-robust over tasks, or within task when tasks are few."""
-    n, design = columns.size, view.design
+def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect, ci_low, ci_high) of a block's features: cluster-robust over tasks, or within task when tasks
+    are few."""
+    n = block.n_features
     estimate, low, high = (np.full(n, np.nan) for _ in range(3))
-    values = view.values(columns)
     for start, stop in ((s, min(s + FEATURE_CHUNK, n)) for s in range(0, n, FEATURE_CHUNK)):
-        weights = view.weights[:, columns[start:stop]] if view.weights is not None else None
-        y = dense_columns(values, start, stop)
-        effect = effects(Contrast(design), y, by_task=not design.few_tasks, weights=weights)
+        effect = effects(block.contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
         estimate[start:stop] = effect.estimate
         low[start:stop], high[start:stop] = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
     return estimate, low, high
@@ -191,8 +188,8 @@ def compute_deltas(
     stats_by_kind: dict[str, list[pl.DataFrame]] = {kind: [] for kind in kinds}
     task_frames = []
     with progress.track("deltas: intervals, reward, tasks", len(plan)) as advance:
-        for i, (kind, _, columns, _) in enumerate(plan):
-            estimate, ci_low, ci_high = _intervals(views[kind], columns)
+        for i, (kind, _, columns, block) in enumerate(plan):
+            estimate, ci_low, ci_high = _intervals(block)
             assoc_b, assoc_a = _reward_columns(data, kind, columns)
             ids = described[kind]["feature_id"].gather(columns)
             stats_by_kind[kind].append(

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "deltas"
 # Bumped when the statistics change, so a stored run of an older method is recomputed.
-METHOD_VERSION = 5
+METHOD_VERSION = 4
 
 # Rows of the whole-study exploratory ranking kept in the run metrics when tasks are too few to split by task.
 EXPLORATORY_TOP = 20

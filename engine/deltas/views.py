@@ -12,9 +12,8 @@ from engine.deltas.data import KINDS, DiscoveryCounts
 from engine.kinds import ANY
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.permutation import PermutationBlock, dense_columns
-from engine.stats.precision import intra_rollout_correlation, precision_weights
-from engine.stats.rates import Matrix, rollout_rates, weighted_deviations
-from engine.stats.strata import stratified_rates, stratum_weights
+from engine.stats.rates import rollout_rates
+from engine.stats.strata import stratified_rates
 
 
 def _rows_of_kind(data: DiscoveryCounts, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
@@ -46,19 +45,6 @@ def _tool_stratified_rates(
     """
     tool_totals, support, tool_counts = tools
     return stratified_rates([counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray(), design)
-
-
-def _tool_precision_weights(
-    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray, design: CheckpointDesign
-) -> np.ndarray:
-    """(rows, n_features) each rollout's precision weight for its stratified tool-call rate
-    (`engine.stats.precision`): more calls to the feature's tools, more weight, less so the more a rollout's
-    calls go together (rho, pooled over checkpoints)."""
-    tool_totals, support, tool_counts = tools
-    totals, support = tool_totals[rows], support.toarray()
-    counts = [part[rows] for part in tool_counts]
-    rho = intra_rollout_correlation(counts, totals, support, design.task, design.n_tasks)
-    return precision_weights(totals, stratum_weights(totals, support), rho)
 
 
 def _exposures(data: DiscoveryCounts, rows: np.ndarray) -> np.ndarray:
@@ -122,9 +108,7 @@ class KindView:
     """One kind's design, rates and offsets over its rollouts (`rows` index the DiscoveryCounts's rollouts).
 
     `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
-    subtracted from the rates that are tested; other kinds have none. `weights` (tool calls, loaded per tool)
-    are the rollouts' precision weights of a weighted least-squares effect; other kinds weigh rollouts
-    equally."""
+    subtracted from the rates that are tested; other kinds have none."""
 
     kind: str
     rows: np.ndarray
@@ -133,7 +117,6 @@ class KindView:
     counts: sp.csc_array
     totals: np.ndarray
     offsets: np.ndarray | None
-    weights: np.ndarray | None = None
 
     @classmethod
     def of(cls, data: DiscoveryCounts, kind: str) -> KindView:
@@ -143,25 +126,16 @@ class KindView:
         # Fires-anywhere rises with exposure alone: its rows test observed minus expected firing given exposure.
         offsets = expected_firing(data, rows, design) if kind == ANY else None
         tools = data.per_tool() if kind == "tool_call" else None
-        if tools is None:
-            return cls(kind, rows, design, rollout_rates(counts, totals, design), counts, totals, offsets)
-        rates = _tool_stratified_rates(tools, rows, design)
-        return cls(kind, rows, design, rates, counts, totals, offsets, _tool_precision_weights(tools, rows, design))
-
-    def values(self, columns: np.ndarray) -> Matrix:
-        """The values of `columns` whose effect is estimated: rates, minus the offsets for 'any' rows (their
-        coefficient fixed at 1)."""
-        rates = self.rates[:, columns]
-        if self.offsets is None:
-            return rates
-        return dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
+        rates = (
+            _tool_stratified_rates(tools, rows, design) if tools is not None else rollout_rates(counts, totals, design)
+        )
+        return cls(kind, rows, design, rates, counts, totals, offsets)
 
     def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
-        """(columns, block) pairs covering `columns`: one block over those columns' tested values, weighted
-        deviations from their task means where rollouts carry precision weights."""
+        """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""
         if columns.size == 0:
             return []
-        values = self.values(columns)
-        if self.weights is not None:
-            values = weighted_deviations(self.design, dense_columns(values, 0, columns.size), self.weights[:, columns])
-        return [(columns, PermutationBlock.of_rates(values, self.design))]
+        rates = self.rates[:, columns]
+        if self.offsets is not None:  # observed minus expected firing: the offset's coefficient is fixed at 1
+            rates = dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
+        return [(columns, PermutationBlock.of_rates(rates, self.design))]

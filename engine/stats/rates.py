@@ -99,55 +99,30 @@ class Effects:
     unit: str  # 'task' (cluster-robust over tasks) or 'rollout' (heteroscedasticity-robust, these tasks)
 
 
-def _weighted_task_means(design: CheckpointDesign, values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(n_rollouts, n_features) each rollout's task mean of `values` weighted by `weights` (0 where a task
-    has no weight: its rollouts then carry none either)."""
-    onehot = task_onehot(design.task, design.n_tasks)
-    total = onehot @ weights
-    sums = onehot @ (weights * values)
-    return np.divide(sums, total, out=np.zeros_like(sums), where=total > 0)[design.task]
-
-
-def weighted_deviations(design: CheckpointDesign, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """(n_rollouts, n_features) w (y - weighted task mean of y): the values whose within-task permutation test
-    is that of the weighted least-squares effect (x @ this equals its numerator for every labelling)."""
-    return weights * (y - _weighted_task_means(design, y, weights))
-
-
-def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool, weights: np.ndarray | None = None) -> Effects:
-    """The effect of dense rates y (n_rollouts, n_features) on the after-label, task fixed effects, with a
-    robust standard error; least squares, or weighted least squares with rollout `weights` (n_rollouts,
-    n_features; label-free precision weights, `engine.stats.precision`). Unweighted it is x'y / x'x.
+def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
+    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
     tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
     of freedom, p = tasks + 1 (speaks for these tasks). A zero standard error is returned as
     NaN: an interval of zero width is never a statement the data support.
     """
-    design = contrast.design
-    if weights is None:
-        weights = np.ones_like(y)
-        x = np.broadcast_to(contrast.x[:, None], y.shape)
-    else:
-        label = np.broadcast_to(design.is_after.astype(np.float64)[:, None], y.shape)
-        x = label - _weighted_task_means(design, label, weights)
-    resid0 = y - _weighted_task_means(design, y, weights)
-    wx = weights * x
-    xx = (wx * x).sum(axis=0)
+    design, x = contrast.design, contrast.x
+    resid0 = contrast.null_residuals(y)
     with np.errstate(divide="ignore", invalid="ignore"):
-        beta = (wx * resid0).sum(axis=0) / xx
-    resid = resid0 - x * beta
+        beta = (x @ resid0) / contrast.xx
+    resid = resid0 - np.outer(x, beta)
     n, g = design.n_rollouts, design.n_tasks
     if by_task:
-        scores = task_onehot(design.task, g) @ (wx * resid)
+        scores = task_onehot(design.task, g) @ (x[:, None] * resid)
         variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
         df = float(g - 1)
     else:
         p = g + 1
-        variance = ((wx**2) * (resid**2)).sum(axis=0) * n / max(n - p, 1)
+        variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
         df = float(n - p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        se = np.sqrt(variance) / xx
+        se = np.sqrt(variance) / contrast.xx
     se[~(se > 1e-12)] = np.nan
     if df < 1:
         se[:] = np.nan
