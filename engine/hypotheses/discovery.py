@@ -60,6 +60,7 @@ class DiscoverySplit:
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
         self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
+        self._texts: dict[tuple[str, ...], list[str]] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -83,7 +84,10 @@ class DiscoverySplit:
         key = (kinds, gram)
         if key not in self._behaviour:
             index, segs = self.index(kinds)
-            with_it = segs["text"].gather(np.flatnonzero(index.matches({gram}))).to_list()
+            if kinds not in self._texts:
+                self._texts[kinds] = segs["text"].to_list()
+            texts = self._texts[kinds]
+            with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
             self._behaviour[key] = phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
 
