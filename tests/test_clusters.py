@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import polars as pl
@@ -11,6 +12,7 @@ import pytest
 from engine import clusters, deltas
 from engine.config import AnalyzeConfig
 from engine.progress import NullProgress
+from engine.store import Store
 from tests.factories_stats import build_study
 
 CONFIG = AnalyzeConfig(before="before", after="after", permutations=499)
@@ -26,8 +28,7 @@ def _members(store) -> dict[int, set[int]]:
     return {cid: set(g["feature_id"]) for (cid,), g in rows.group_by("cluster_id")}
 
 
-@pytest.fixture
-def study(store):
+def _build(store: Store) -> Store:
     build_study(
         store,
         np.random.default_rng(0),
@@ -40,8 +41,21 @@ def study(store):
     return store
 
 
-def test_co_firing_shifts_form_clusters_and_are_tested(study):
-    assert _analyse(study) >= 2
+@pytest.fixture
+def study(store):
+    return _build(store)
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, int]]:
+    """The study analysed once for the tests that only read the result (the permutation tests are the cost)."""
+    with Store(tmp_path_factory.mktemp("clusters") / "study.duckdb") as store:
+        yield store, _analyse(_build(store))
+
+
+def test_co_firing_shifts_form_clusters_and_are_tested(analysed):
+    study, written = analysed
+    assert written >= 2
     groups = list(_members(study).values())
     assert {0, 3, 4} in groups and {1, 5} in groups
     rows = study.frame("SELECT * FROM clusters ORDER BY cluster_id")
@@ -60,8 +74,8 @@ def test_co_firing_shifts_form_clusters_and_are_tested(study):
     assert metrics["n_clustered"] + metrics["n_unclustered"] == metrics["n_significant"]
 
 
-def test_cluster_prevalence_is_any_member_firing(study):
-    _analyse(study)
+def test_cluster_prevalence_is_any_member_firing(analysed):
+    study, _ = analysed
     cid = study.scalar("SELECT cluster_id FROM clusters WHERE label LIKE '%feature 5%'")
     kind = study.scalar("SELECT kind FROM clusters WHERE cluster_id = ?", [cid])
     direct = study.frame(
@@ -92,8 +106,8 @@ def test_tiny_inputs(store, shifts, copies, expected):
     assert set(significant["feature_id"]) >= set(shifts)
 
 
-def test_rerun_is_skipped(study):
-    first = _analyse(study)
+def test_rerun_is_skipped(analysed):
+    study, first = analysed
     assert clusters.run(study, CONFIG, np.random.default_rng(1), NullProgress()) == 0
     assert study.scalar("SELECT count(*) FROM clusters") == first
 

