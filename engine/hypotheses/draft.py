@@ -24,6 +24,7 @@ from engine.hypotheses.exemplars import (
     segment_units,
 )
 from engine.hypotheses.merge import merge_near_duplicates
+from engine.hypotheses.seeds import carrier_seeds
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import (
     concept_statement,
@@ -150,10 +151,15 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     quiet = np.flatnonzero(~firing)
     step = max(1, quiet.size // MAX_QUIET_SEGMENTS)
     sample = segs[np.sort(np.r_[np.flatnonzero(firing), quiet[::step]])]
-    positives = discovery.examples(source.feature_ids)
+    pairs = list(sample.select("kind", "text").iter_rows())
+    in_sample = sample["segment_id"].is_in(list(fires)).to_numpy()
+    units = [segment_units(kind, text, discovery.splitter) for kind, text in pairs]
+    positives = carrier_seeds(
+        discovery.examples(source.feature_ids), units, in_sample, discovery.population.embedder.embed
+    )
     chosen = fit_exemplars(
-        list(sample.select("kind", "text").iter_rows()),
-        sample["segment_id"].is_in(list(fires)).to_numpy(),
+        pairs,
+        in_sample,
         positives,
         discovery.population.embedder,
         discovery.splitter,
@@ -161,10 +167,7 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     )
     if chosen is None:
         return None
-    negatives = [
-        u for kind, text in segs[quiet[::step]].select("kind", "text").iter_rows()
-        for u in segment_units(kind, text, discovery.splitter)
-    ]  # fmt: skip
+    negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
     spec = {"all": [_kind_node(source.kinds), chosen.node()]}
     words = distinctive_words(positives, negatives)
     more = source.delta > 0
