@@ -118,6 +118,26 @@ def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() 
         assert gram in phrase and f'"{phrase}"' in draft.statement.lower()
 
 
+def test_a_lexical_sources_sentences_are_its_own_ngrams_not_the_longer_phrase_stated() -> None:
+    """A one-word n-gram ("since") that is not itself a behaviour, in a behaviour written around many objects:
+    the phrases around it ("fees since") each hold one object's turns, its sentences all of them. The draft is
+    the n-gram's sentences, labelling most turns that carry it, and its statement quotes one of them."""
+    things = ["the fees", "the seat map", "the vouchers", "past complaints", "the loyalty tier", "old bookings"]
+    reasons = ["nobody asked for it", "that is out of scope", "the user wants none of it"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = f"I won't audit {things[i // 2 % 6]} since {reasons[i // 4 % 3]}"
+        return f"{THINK(after, i)} {said.capitalize()}." if after and i % 2 else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    fires = fires_where(discovery, "reasoning", "since")
+    draft = extractive_draft(source("reasoning", ("ngram:since",), ("ngram",), ("since",)), fires, discovery)
+    assert draft is not None and draft.provenance["from_phrase"] == "since"
+    assert len(draft.hits & fires) >= 0.8 * len(fires) and draft.hits <= fires
+    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+    assert "since" in quoted.lower()
+
+
 @pytest.mark.parametrize("gram", ["wait", "importantly", "i've", "thinking about it"])
 def test_no_statement_about_a_fragment(gram: str) -> None:
     reasoning = lambda after, i: f"{THINK(after, i)} Hmm, {gram}, yes." if after and i % 2 else THINK(after, i)  # noqa: E731

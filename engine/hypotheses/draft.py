@@ -1,9 +1,8 @@
-"""Drafting hypotheses from sources: extractive (offline) from n-grams, or by an LLM from contrasting examples.
+"""Drafting hypotheses from sources: offline (extractive) or by an LLM from contrasting examples.
 
-Extractive drafting mines word n-grams of the discovery segments where the source fires in the checkpoint
-where it is more common (plus the features' own distinctive n-grams), greedily keeps the few whose union best
-separates the checkpoints, and writes a verifier regex over them. Every draft records how its labeler splits
-the discovery segments, which is also how near-duplicates are found and merged (engine.hypotheses.merge).
+Offline, each source's behaviour is named: structural features by their rates, concept and group features
+(and a phrase's sentences) by exemplar sentences, phrases only when the phrase is the behaviour. Every draft
+records how its labeler splits the discovery segments, by which near-duplicates are merged (`merge`).
 """
 
 from __future__ import annotations
@@ -27,9 +26,11 @@ from engine.hypotheses.exemplars import (
     segment_units,
 )
 from engine.hypotheses.merge import merge_near_duplicates
+from engine.hypotheses.seeds import carrier_seeds
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import (
     concept_statement,
+    content_words,
     distinctive_words,
     phrase_statement,
     structural_statement,
@@ -151,10 +152,15 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     quiet = np.flatnonzero(~firing)
     step = max(1, quiet.size // MAX_QUIET_SEGMENTS)
     sample = segs[np.sort(np.r_[np.flatnonzero(firing), quiet[::step]])]
-    positives = discovery.examples(source.feature_ids)
+    pairs = list(sample.select("kind", "text").iter_rows())
+    in_sample = sample["segment_id"].is_in(list(fires)).to_numpy()
+    units = [segment_units(kind, text, discovery.splitter) for kind, text in pairs]
+    positives = carrier_seeds(
+        discovery.examples(source.feature_ids), units, in_sample, discovery.population.embedder.embed
+    )
     chosen = fit_exemplars(
-        list(sample.select("kind", "text").iter_rows()),
-        sample["segment_id"].is_in(list(fires)).to_numpy(),
+        pairs,
+        in_sample,
         positives,
         discovery.population.embedder,
         discovery.splitter,
@@ -162,10 +168,7 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     )
     if chosen is None:
         return None
-    negatives = [
-        u for kind, text in segs[quiet[::step]].select("kind", "text").iter_rows()
-        for u in segment_units(kind, text, discovery.splitter)
-    ]  # fmt: skip
+    negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
     spec = {"all": [_kind_node(source.kinds), chosen.node()]}
     words = distinctive_words(positives, negatives)
     more = source.delta > 0
@@ -180,30 +183,29 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
 
 
 def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
-    """A phrase draft, or, when the sentences that carry the phrase label the behaviour better, those
-    sentences as exemplars. A behaviour written many ways surfaces as several narrow phrases ("whoever scores
-    this", "the auto grader"), each a fragment that recurs in a few turns; the sentences around a phrase are
-    its behaviour in one wording, and their exemplar labeler also matches the paraphrases (as for a concept
-    source). Kept only when it separates the discovery checkpoints better (higher z) than the phrase, so a
-    phrase that is the behaviour (a fixed formula) stays a phrase. Text and reasoning only (a tool call is one
-    unit)."""
+    """A phrase draft, or, when the sentences that carry the phrase label the behaviour better (higher z on
+    discovery), those sentences as exemplars: a behaviour written many ways surfaces as narrow phrases ("whoever
+    scores this"), and a phrase's sentences are its behaviour in one wording, whose exemplar labeler also
+    matches paraphrases. A phrase that is the behaviour (a fixed formula) stays a phrase. A lexical source's
+    sentences are its own n-gram's when that has a content word, though the phrase stated is a longer one
+    around it ("since" -> "baggage allowance since", one wording of it) or none: the n-gram is what changed.
+    Text and reasoning only (a tool call is one unit)."""
     phrase = _phrase_draft(source, fires, discovery)
-    if phrase is None or not set(source.kinds) <= set(SENTENCE_KINDS):
+    own = source.top_ngrams[0].lower() if source.origin == "ngram" and source.top_ngrams else ""
+    gram = own if content_words(own) else phrase.provenance["phrase"] if phrase is not None else ""
+    if not gram or not set(source.kinds) <= set(SENTENCE_KINDS):
         return phrase
-    gram = phrase.provenance["phrase"]
     index, segs = discovery.index(source.kinds)
     carrying = index.matches({gram})
     more = carrying & (index.is_after if source.delta > 0 else ~index.is_after)
+    rows = segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
     sentences = [
-        unit
-        for kind, text in segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
-        for unit in segment_units(kind, text, discovery.splitter)
-        if gram in _sentence_ngrams(unit)
+        u for kind, text in rows for u in segment_units(kind, text, discovery.splitter) if gram in _sentence_ngrams(u)
     ]
     worded = _concept_draft(
         source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
     )
-    if worded is None or worded.score <= phrase.score:
+    if worded is None or (phrase is not None and worded.score <= phrase.score):
         return phrase
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
 
