@@ -1,6 +1,6 @@
 """Benchmark: where `make demo`'s time goes, from a fresh store (cold caches, as in a fresh clone).
 
-    .venv/bin/python bench/demo.py [--work DIR] [--keep]
+    .venv/bin/python bench/demo.py [--work DIR] [--keep] [--dump FILE]
 
 Runs `rldiff demo --no-tui` in a child process on a new store under `--work` (a temporary folder by default),
 then prints the child's wall and CPU seconds (user + sys, from `getrusage`), the load average before and
@@ -8,6 +8,8 @@ after, each stage's wall seconds from the store's `runs` table and the features 
 (reader, SAE training, encoding, sentence pass), and ratios to the reader pass of the same run: on a shared
 machine the absolute seconds move with the load, the ratios much less. The target is 180 s wall on an idle
 2-core machine without a GPU (docs/benchmarks.md, "make demo and make quick, session 6").
+`--dump FILE` writes the analysis outputs as canonical JSON lines (times and run ids left out), so that two
+runs, before and after a change meant to be only faster, can be compared with `cmp`.
 """
 
 from __future__ import annotations
@@ -62,10 +64,37 @@ def stage_times(store: Path) -> tuple[dict[str, float], dict[str, float]]:
     return stages, {k: float(features[k]) for k in FEATURE_STEPS if k in features}
 
 
+DUMPED = (  # (table, columns left out): everything the stages write that a speed change must leave alone
+    ("hypotheses", ("created_at", "tested_at", "decided_at")),
+    ("hypothesis_labels", ()),
+    ("heldout_tests", ("tested_at",)),
+    ("hypothesis_calibrations", ("computed_at",)),
+    ("feature_deltas", ()),
+    ("feature_task_deltas", ()),
+    ("features", ("run_id",)),
+    ("feature_examples", ()),
+    ("clusters", ()),
+    ("cluster_members", ()),
+    ("sentences", ()),
+    ("segment_features", ()),
+)
+
+
+def dump(store: Path, out: Path) -> None:
+    """The tables of DUMPED, each row as one JSON line in a fixed order."""
+    with duckdb.connect(str(store), read_only=True) as con, out.open("w") as f:
+        for table, skipped in DUMPED:
+            columns = [c[0] for c in con.execute(f"DESCRIBE {table}").fetchall() if c[0] not in skipped]
+            rows = con.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY ALL").fetchall()
+            f.write(f"## {table} ({len(rows)} rows)\n")
+            f.writelines(json.dumps(r, default=str) + "\n" for r in rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, help="folder for the demo store (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the store (to compare outputs)")
+    parser.add_argument("--dump", type=Path, help="write the analysis outputs as canonical JSON lines to FILE")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="rldiff-bench-demo-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -84,6 +113,9 @@ def main() -> None:
     print(f"{'step':<22}{'wall s':>9}{'/ reader':>10}")
     for name, seconds in [*((f"stage {k}", v) for k, v in stages.items()), *steps.items()]:
         print(f"{name:<22}{seconds:>9.1f}{seconds / reader:>10.2f}")
+    if args.dump:
+        dump(store, args.dump)
+        print(f"outputs written to {args.dump}")
     if args.keep or args.work:
         print(f"store kept: {store}")
     else:

@@ -4,6 +4,7 @@ features, examples that are sentences, discovery-only labels, every segment scor
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -59,11 +60,6 @@ def _study(tmp_path: Path) -> Path:
         ingest_file(store, write_jsonl(tmp_path / "after.jsonl", after), "after")
         split.run(store, AnalyzeConfig(before="before", after="after"), np.random.default_rng(0), NullProgress())
     return path
-
-
-@pytest.fixture
-def study(tmp_path: Path) -> Path:
-    return _study(tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -141,9 +137,10 @@ def test_the_segment_activation_is_the_max_over_its_sentences(analysed: Path) ->
                             [segment, feature]) == 1  # fmt: skip
 
 
-def test_no_sentence_features_keeps_sentences_and_drops_concepts_and_groups(study: Path, reader: Path) -> None:
-    with Store(study) as store:
-        extract(store, reader)
+def test_no_sentence_features_keeps_sentences_and_drops_concepts_and_groups(
+    analysed: Path, reader: Path, tmp_path: Path
+) -> None:
+    with Store(shutil.copy(analysed, tmp_path / "study.duckdb")) as store:  # after a run with sentence features
         assert store.scalar("SELECT count(*) FROM features WHERE source = 'concept'") > 0
         extract(store, reader, sentence_features=False)
         assert store.scalar("SELECT count(*) FROM features WHERE source IN ('concept', 'group')") == 0

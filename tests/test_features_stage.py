@@ -158,7 +158,11 @@ def test_default_settings_through_run(study: Path, reader: Path) -> None:
 
 
 def test_tau2_hand_off_is_found_as_a_significant_decrease(tau2_store: Store, reader: Path) -> None:
-    config = AnalyzeConfig(before="standard", after="tighter", reader=str(reader), device="cpu")
+    # A structural feature's test: without the sentence pass (concepts and groups, their own testing family,
+    # tested in tests/test_concepts_stage.py), which was most of this test's time.
+    config = AnalyzeConfig(
+        before="standard", after="tighter", reader=str(reader), device="cpu", sentence_features=False
+    )
     split.run(tau2_store, config, np.random.default_rng([0, 0]), NullProgress())
     stage.extract(tau2_store, config, np.random.default_rng([0, 1]), NullProgress(), SMALL, "cpu")
     deltas.run(tau2_store, config, np.random.default_rng([0, 2]), NullProgress())

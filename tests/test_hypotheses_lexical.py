@@ -9,7 +9,9 @@ from factories_hypotheses import Planted, make_study
 
 from engine.hypotheses.draft import DiscoverySplit
 from engine.hypotheses.lexical import lexical_sources
+from engine.hypotheses.ngrams import NgramIndex
 from engine.hypotheses.population import load_population
+from engine.text import ngrams
 
 
 def test_a_new_tool_does_not_make_the_other_tools_n_grams_decrease(tmp_path: Path) -> None:
@@ -21,3 +23,12 @@ def test_a_new_tool_does_not_make_the_other_tools_n_grams_decrease(tmp_path: Pat
     # every other tool is called exactly as before (as a share of all calls each fell by a third); the new
     # tool's own n-grams are on all of its calls, so its change is the structural tool feature's, not theirs
     assert not [s.top_ngrams for s in sources if s.kinds == ("tool_call",)]
+
+
+def test_the_index_finds_the_segments_that_have_any_of_the_n_grams() -> None:
+    texts = ["Let me check the booking.", "I will check it again", "No booking found", ""]
+    index = NgramIndex.build(texts, np.array([True, False, True, False]), np.arange(4))
+    for gram in {g for t in texts for g in ngrams(t)} | {"not there"}:
+        assert index.matches({gram}).tolist() == [gram in ngrams(t) for t in texts]
+    assert index.matches({"check", "booking"}).tolist() == [True, True, True, False]
+    assert index.matches(set()).tolist() == [False] * 4

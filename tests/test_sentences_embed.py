@@ -93,6 +93,9 @@ def test_the_cache_answers_repeats_in_any_order_and_drops_interrupted_shards(
     again = second.embed([SENTENCES[2], "A new sentence.", SENTENCES[0]])
     assert second.embedded == 1
     np.testing.assert_array_equal(again[[0, 2]], vectors[[2, 0]])
+    # what an embedder wrote itself it finds again without reading the folder anew or running the model
+    np.testing.assert_array_equal(second.embed(["A new sentence."])[0], again[1])
+    assert second.embedded == 1
     assert second.embed([]).shape == (0, spec.hidden_size)
 
 

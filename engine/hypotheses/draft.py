@@ -20,7 +20,6 @@ from engine.features import structural
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
     SENTENCE_KINDS,
-    UNITS_CACHE,
     SentenceMatcher,
     fit_exemplars,
     segment_units,
@@ -52,6 +51,7 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 EXAMPLES = 4
 MAX_QUIET_SEGMENTS = 2000  # quiet segments a concept's labeler is fitted against (evenly drawn), to bound embedding
+SENTENCE_NGRAMS_CACHE = 1 << 14  # sentences whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
 
 DRAFT_SCHEMA = {
     "type": "object",
@@ -210,7 +210,7 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
 
 
-@lru_cache(maxsize=UNITS_CACHE)
+@lru_cache(maxsize=SENTENCE_NGRAMS_CACHE)
 def _sentence_ngrams(sentence: str) -> frozenset[str]:
     """`ngrams` of one sentence, memoised: the phrase sources of a kind read the same sentences again."""
     return frozenset(ngrams(sentence))
