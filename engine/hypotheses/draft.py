@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ from engine.hypotheses.exemplars import (
     SentenceMatcher,
     fit_exemplars,
     segment_units,
+    unit_ngrams,
 )
 from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.seeds import carrier_seeds
@@ -40,7 +40,7 @@ from engine.llm.fence import fence, fence_line
 from engine.llm.session import LLMSession
 from engine.llm.templates import render
 from engine.store.queries import ngram_list
-from engine.text import ngram_regex, ngrams
+from engine.text import ngram_regex
 
 __all__ = ["MIN_Z", "DiscoverySplit", "Draft", "draft_all", "draft_request", "explanation_requests", "extractive_draft"]
 
@@ -51,7 +51,6 @@ CANDIDATES = 25
 MIN_PRECISION = 0.5  # share of a phrase's occurrences (in the 'more' checkpoint) where the source fires
 EXAMPLES = 4
 MAX_QUIET_SEGMENTS = 2000  # quiet segments a concept's labeler is fitted against (evenly drawn), to bound embedding
-SENTENCE_NGRAMS_CACHE = 1 << 14  # sentences whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
 
 DRAFT_SCHEMA = {
     "type": "object",
@@ -200,7 +199,7 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     more = carrying & (index.is_after if source.delta > 0 else ~index.is_after)
     rows = segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
     sentences = [
-        u for kind, text in rows for u in segment_units(kind, text, discovery.splitter) if gram in _sentence_ngrams(u)
+        u for kind, text in rows for u in segment_units(kind, text, discovery.splitter) if gram in unit_ngrams(u)
     ]
     worded = _concept_draft(
         source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
@@ -208,12 +207,6 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     if worded is None or (phrase is not None and worded.score <= phrase.score):
         return phrase
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
-
-
-@lru_cache(maxsize=SENTENCE_NGRAMS_CACHE)
-def _sentence_ngrams(sentence: str) -> frozenset[str]:
-    """`ngrams` of one sentence, memoised: the phrase sources of a kind read the same sentences again."""
-    return frozenset(ngrams(sentence))
 
 
 def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from engine.errors import InputError
+from engine.text import ngrams
 
 if TYPE_CHECKING:
     from engine.store import Store
@@ -31,6 +32,7 @@ SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (too
 # Segments whose units are memoised: both splits of a large study (the demo has about 2,500 segments); a
 # longer-lived process (TUI, MCP) evicts the least recently used.
 UNITS_CACHE = 1 << 16
+UNIT_NGRAMS_CACHE = 1 << 14  # units whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
 
 
 class Embedder(Protocol):
@@ -88,6 +90,12 @@ def segment_units(kind: str, text: str, splitter: Splitter) -> tuple[str, ...]:
     if kind not in SENTENCE_KINDS:
         return (text,) if text.strip() else ()
     return tuple(s for s in (text[a:b].strip() for a, b in splitter(text)) if s)
+
+
+@lru_cache(maxsize=UNIT_NGRAMS_CACHE)
+def unit_ngrams(unit: str) -> frozenset[str]:
+    """`engine.text.ngrams` of one unit, memoised: the phrase sources of a kind read the same sentences again."""
+    return frozenset(ngrams(unit))
 
 
 @dataclass(frozen=True)
