@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,30 +84,24 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _node_types(tree: Any, found: set[str]) -> set[str]:
+def _dict_nodes(tree: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a parse tree (as `json_serialize_sql` writes it), depth first."""
     if isinstance(tree, dict):
-        kind = tree.get("type")
-        if isinstance(kind, str) and kind.endswith("_NODE"):
-            found.add(kind)
+        yield tree
         for value in tree.values():
-            _node_types(value, found)
+            yield from _dict_nodes(value)
     elif isinstance(tree, list):
         for value in tree:
-            _node_types(value, found)
-    return found
+            yield from _dict_nodes(value)
 
 
-def _table_refs(tree: Any, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _node_types(tree: Any) -> set[str]:
+    return {k for node in _dict_nodes(tree) if isinstance(k := node.get("type"), str) and k.endswith("_NODE")}
+
+
+def _table_refs(tree: Any) -> list[dict[str, Any]]:
     """Every BASE_TABLE and TABLE_FUNCTION node of a parse tree."""
-    if isinstance(tree, dict):
-        if tree.get("type") in ("BASE_TABLE", "TABLE_FUNCTION"):
-            found.append(tree)
-        for value in tree.values():
-            _table_refs(value, found)
-    elif isinstance(tree, list):
-        for value in tree:
-            _table_refs(value, found)
-    return found
+    return [node for node in _dict_nodes(tree) if node.get("type") in ("BASE_TABLE", "TABLE_FUNCTION")]
 
 
 def _named_heldout_tables(refs: list[dict[str, Any]]) -> frozenset[str]:
@@ -170,10 +165,10 @@ def check_query(con: duckdb.DuckDBPyConnection, sql: str, heldout_hidden: bool =
     tree = json.loads(raw)
     if tree.get("error"):
         raise QueryRefused(f"cannot check this query: {tree.get('error_message', 'unknown error')}")
-    writes = sorted(t.removesuffix("_QUERY_NODE") for t in _node_types(tree, set()) - _READ_NODES)
+    writes = sorted(t.removesuffix("_QUERY_NODE") for t in _node_types(tree) - _READ_NODES)
     if writes:
         raise QueryRefused(f"the query contains a data-modifying part ({', '.join(writes)}); only reads are accepted")
-    refs = _table_refs(tree, [])
+    refs = _table_refs(tree)
     if heldout_hidden:
         _check_hidden(refs)
     return _named_heldout_tables(refs)
