@@ -32,6 +32,13 @@ class ToolGroup:
     def __init__(self, access: StoreAccess) -> None:
         self.access = access
 
+    def record_heldout_view(self) -> None:
+        """Log that a tool showed held-out data (a write): hypotheses written afterwards are exploratory."""
+        from engine.hypotheses.exposure import record_heldout_view
+
+        with self.access.writing() as s:
+            record_heldout_view(s.con, "mcp")
+
 
 def segment_json(ref: SegmentRef, max_chars: int) -> dict[str, Any]:
     return {

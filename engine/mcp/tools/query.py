@@ -38,8 +38,9 @@ class QueryTools(ToolGroup):
         serialising; truncated_by says which). Queries get 1 GB of memory and no disk."""
         with self.access.querying() as con:
             result = run_query(con, sql, max_rows, timeout_s, CANCEL.get(None), include_heldout=include_heldout)
-        if result.heldout_tables:
-            self._log_heldout_read()
+            shown_heldout = bool(result.heldout_tables) and queries.has_heldout(con)
+        if shown_heldout:  # a query over held-out rows is a held-out view
+            self.record_heldout_view()
         rows: list[list[Any]] = []
         # room for the rows: the cap less the columns, types and counts around them
         size = len(to_json([result.columns, result.types])) + 200
@@ -65,11 +66,3 @@ class QueryTools(ToolGroup):
                 "elapsed_ms": round(result.elapsed_s * 1000, 1),
             }
         )
-
-    def _log_heldout_read(self) -> None:
-        """A query over held-out rows is a held-out view (a write), when the study holds any out."""
-        from engine.hypotheses.exposure import record_heldout_view
-
-        with self.access.writing() as s:
-            if queries.has_heldout(s.con):
-                record_heldout_view(s.con, "mcp")

@@ -127,9 +127,6 @@ class RolloutTools(ToolGroup):
         )
 
     def _log_if_heldout(self, transcript: queries.Transcript) -> None:
-        """Reading a held-out rollout is a held-out view (a write): hypotheses written afterwards are exploratory."""
-        from engine.hypotheses.exposure import record_heldout_view
-
+        """Reading a held-out rollout is a held-out view."""
         if transcript.rollout.split == "heldout":
-            with self.access.writing() as s:
-                record_heldout_view(s.con, "mcp")
+            self.record_heldout_view()
