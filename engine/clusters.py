@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from engine import deltas
 from engine.config import AnalyzeConfig
-from engine.kinds import DIRECTIONS
+from engine.kinds import DIRECTIONS, DISCOVERY
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.fdr import bh_qvalues
@@ -96,8 +96,8 @@ def coactivation_distance(store: Store, before: str, after: str, feature_ids: np
             "SELECT DISTINCT dense_rank() OVER (ORDER BY s.rollout_key, s.message_index) - 1 AS turn, c.col "
             "FROM segment_features sf JOIN cluster_features c USING (feature_id) JOIN features f USING (feature_id) "
             "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
-            "WHERE r.split = 'discovery' AND r.checkpoint IN (?, ?) AND sf.activation >= f.threshold",
-            [before, after],
+            "WHERE r.split = ? AND r.checkpoint IN (?, ?) AND sf.activation >= f.threshold",
+            [DISCOVERY, before, after],
         )
     n_turns = int(fired["turn"].to_numpy().max()) + 1 if fired.height else 0
     incidence = sp.csc_array(

@@ -1,6 +1,6 @@
 """rldiff's vocabulary: segment kinds (the store's `segments.kind`), feature sources, directions, delta sorts,
-the pre-declared testing families, hypothesis statuses, decisions and labelers; each a `Literal` type with the
-tuple of its values. Imports only `typing`, so anything may use it (the TUI included)."""
+the pre-declared testing families, hypothesis statuses, decisions, labelers and splits; each a `Literal` type
+with the tuple of its values. Imports only `typing`, so anything may use it (the TUI included)."""
 
 from typing import Literal, get_args
 
@@ -46,6 +46,10 @@ DECISION_FILTERS: tuple[DecisionFilter, ...] = get_args(DecisionFilter)
 UNDECIDED: DecisionFilter = "undecided"
 Labeler = Literal["verifier", "judge"]  # hypotheses.labeler: a verifier spec, or an LLM judge's question
 LABELERS: tuple[Labeler, ...] = get_args(Labeler)
+Split = Literal["discovery", "heldout"]  # rollouts.split; also 'excluded' (by --where) and NULL (before the split)
+SPLITS: tuple[Split, ...] = get_args(Split)
+DISCOVERY: Split = "discovery"
+HELDOUT: Split = "heldout"
 
 
 def family_of(source: str, kind: str) -> str:

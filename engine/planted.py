@@ -25,6 +25,7 @@ from engine.config import AnalyzeConfig
 from engine.hypotheses.ngrams import NgramIndex
 from engine.hypotheses.population import load_population
 from engine.hypotheses.verifier import Verifier
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.progress import NullProgress, Progress
 from engine.stats.fdr import bh_qvalues
 from engine.store import Store
@@ -258,8 +259,8 @@ def naive_baseline(
 ) -> list[Candidate]:
     """Word n-grams whose segment prevalence differs by Fisher's exact test on discovery (BH), re-tested the
     same way on held-out (BH): every segment an independent observation, as a naive analysis would have it."""
-    discovery = load_population(store, before, after, "discovery")
-    heldout = load_population(store, before, after, "heldout")
+    discovery = load_population(store, before, after, DISCOVERY)
+    heldout = load_population(store, before, after, HELDOUT)
     tested: list[tuple[float, float, str, str]] = []
     for kind in ("text", "reasoning", "tool_call"):
         segs = discovery.of_kinds([kind])

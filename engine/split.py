@@ -18,6 +18,7 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.progress import Progress
 from engine.runs import is_done, record_run
 from engine.stats.design import MIN_TASKS
@@ -36,7 +37,7 @@ class SplitPlan:
     """Each rollout's split, how it was drawn, and what the user should know about it."""
 
     rollout_key: np.ndarray
-    split: np.ndarray  # 'discovery' | 'heldout'
+    split: np.ndarray  # DISCOVERY | HELDOUT (engine.kinds.Split)
     mode: str  # one of MODES; 'none' when nothing is held out
     n_units: int
     n_shared_tasks: int
@@ -96,7 +97,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
         raise ValueError(f"holdout {holdout} must be in [0, 1)")
     rollouts = rollouts.sort("rollout_key")
     keys = rollouts["rollout_key"].to_numpy()
-    split = np.full(keys.size, "discovery", dtype=object)
+    split = np.full(keys.size, DISCOVERY, dtype=object)
     shared = _shared_tasks(rollouts, before, after)
     if holdout == 0:
         warning: str | None = "holdout is 0: nothing is held out, so hypotheses cannot be validated"
@@ -106,7 +107,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
         cells = rollouts.with_row_index("row").group_by("task_id", "checkpoint", maintain_order=True).agg("row")
         for rows in cells.sort("task_id", "checkpoint")["row"].to_list():
             order = rng.permutation(np.asarray(rows))
-            split[order[: _heldout_count(order.size, holdout)]] = "heldout"
+            split[order[: _heldout_count(order.size, holdout)]] = HELDOUT
         warning = (
             f"only {len(shared)} tasks are shared by both checkpoints, too few for {MIN_TASKS} on each side of "
             "the split: rollouts are split within each task, so findings generalise only to these tasks, "
@@ -123,7 +124,7 @@ def plan_split(rollouts: pl.DataFrame, before: str, after: str, holdout: float, 
     for group in ([u for u in all_units if u in shared_units], [u for u in all_units if u not in shared_units]):
         order = rng.permutation(np.asarray(group, dtype=object))
         heldout.update(order[: _heldout_count(len(group), holdout)])
-    split[np.isin(units, list(heldout))] = "heldout"
+    split[np.isin(units, list(heldout))] = HELDOUT
     if warning:
         log.warning(warning)
     return SplitPlan(keys, split, mode, len(all_units), len(shared), warning)

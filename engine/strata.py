@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from engine.errors import InputError
+from engine.kinds import DISCOVERY
 from engine.store import Store
 from engine.store.queries.rollouts import count_where, rollout_columns
 
@@ -96,7 +97,7 @@ def deltas_by_reward(con: duckdb.DuckDBPyConnection, rows: Any, before: str, aft
     con.register("wanted", rows.select("feature_id", "kind").to_arrow())
     return con.sql(
         "WITH r AS (SELECT rollout_key, checkpoint, CASE WHEN reward >= ? THEN 'success' ELSE 'failure' END "
-        "AS stratum FROM rollouts WHERE split = 'discovery' AND checkpoint IN (?, ?) AND reward IS NOT NULL), "
+        "AS stratum FROM rollouts WHERE split = ? AND checkpoint IN (?, ?) AND reward IS NOT NULL), "
         "seg AS (SELECT s.segment_id, s.rollout_key, s.kind, r.checkpoint, r.stratum FROM segments s JOIN r "
         "USING (rollout_key)), "
         "fires AS (SELECT sf.segment_id, sf.feature_id FROM segment_features sf JOIN features f USING (feature_id) "
@@ -113,5 +114,5 @@ def deltas_by_reward(con: duckdb.DuckDBPyConnection, rows: Any, before: str, aft
         "max(hits / n) FILTER (WHERE checkpoint = ?) AS prevalence_after, "
         "max(n) FILTER (WHERE checkpoint = ?) AS n_before, max(n) FILTER (WHERE checkpoint = ?) AS n_after "
         "FROM cells GROUP BY ALL ORDER BY ALL",
-        params=[SUCCESS_REWARD, before, after, before, after, before, after],
+        params=[SUCCESS_REWARD, DISCOVERY, before, after, before, after, before, after],
     ).pl()

@@ -6,6 +6,7 @@ import argparse
 
 from engine.cli import output
 from engine.errors import InputError
+from engine.kinds import HELDOUT
 
 
 def cmd_hypothesis_list(args: argparse.Namespace) -> int:
@@ -127,7 +128,7 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
         )
     for e in examples:
         s = e.segment
-        tag = "held-out" if e.split == "heldout" else (e.split or "?")
+        tag = "held-out" if e.split == HELDOUT else (e.split or "?")
         output.out.print(
             Text(f"[{tag}] {clean(s.checkpoint)} {clean(s.rollout_id)[:24]} {s.kind}: ", style="dim"), end=""
         )

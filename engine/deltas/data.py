@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.kinds import ANY, SEGMENT_KINDS
+from engine.kinds import ANY, DISCOVERY, SEGMENT_KINDS
 from engine.store import Store
 
 KINDS = SEGMENT_KINDS
@@ -74,8 +74,8 @@ def load_discovery(
     """
     rollouts = store.frame(
         "SELECT rollout_key, task_id, checkpoint = ? AS is_after, reward FROM rollouts "
-        "WHERE (split = 'discovery' OR ?) AND checkpoint IN (?, ?) ORDER BY rollout_key",
-        [after, whole_study, before, after],
+        "WHERE (split = ? OR ?) AND checkpoint IN (?, ?) ORDER BY rollout_key",
+        [after, DISCOVERY, whole_study, before, after],
     )
     shared = rollouts.group_by("task_id").agg(pl.col("is_after").n_unique().alias("sides"))
     shared_ids = shared.filter(pl.col("sides") == 2)["task_id"]

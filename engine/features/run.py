@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from engine.features.settings import FeatureSettings
+from engine.kinds import DISCOVERY
 from engine.progress import Progress
 from engine.store import Store
 
@@ -20,6 +21,9 @@ CANDIDATES_PER_EXAMPLE = 4  # top-activation candidates per example kept, before
 
 # The segments of the two compared checkpoints; parameters: the checkpoints.
 SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint IN (?, ?)"
+# The rollouts `r` whose segments train, label and give examples: the discovery split (all of them before the
+# split is drawn), so nothing held out reaches labels or drafting.
+DISCOVERY_ROLLOUTS = f"coalesce(r.split, '{DISCOVERY}') = '{DISCOVERY}'"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pyarrow as pa
 from engine.features.cache import ActivationCache
 from engine.features.encode import gather, segment_maxima, token_activations
 from engine.features.labels import Example, FeatureLabel, context_ngrams, corpus_frequencies, label_feature
-from engine.features.run import CANDIDATES_PER_EXAMPLE, SEGMENTS, FeatureRun, ranked_examples, rates
+from engine.features.run import CANDIDATES_PER_EXAMPLE, DISCOVERY_ROLLOUTS, SEGMENTS, FeatureRun, ranked_examples, rates
 from engine.features.settings import FeatureSettings
 from engine.features.thresholds import strong_activations
 from engine.store import Store
@@ -104,7 +104,7 @@ def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -
                       {{'a': sf.activation, 'b': -sf.segment_id}}, {int(CANDIDATES_PER_EXAMPLE * top)}) AS best
         FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
         WHERE sf.feature_id >= ? AND sf.feature_id < ?
-          AND coalesce(r.split, 'discovery') = 'discovery'  -- nothing held out reaches labels or drafting
+          AND {DISCOVERY_ROLLOUTS}  -- nothing held out reaches labels or drafting
         GROUP BY sf.feature_id, r.checkpoint
         """,
         [base, base + d_sae],
@@ -169,8 +169,7 @@ def _labels(run: FeatureRun, examples: pl.DataFrame, tokens: list[list[list[floa
     candidates = {g for grams in contexts.values() for found in grams for g in found}
     offset = int(run.rng.integers(2**31 - 1))
     corpus_texts = run.store.execute(
-        f"SELECT s.text {SEGMENTS} AND coalesce(r.split, 'discovery') = 'discovery' ORDER BY hash(s.segment_id + ?) "
-        "LIMIT ?",
+        f"SELECT s.text {SEGMENTS} AND {DISCOVERY_ROLLOUTS} ORDER BY hash(s.segment_id + ?) LIMIT ?",
         [*run.checkpoints, offset, CORPUS_SAMPLE],
     ).fetchall()
     corpus, n_corpus = corpus_frequencies((t for (t,) in corpus_texts), candidates)

@@ -32,7 +32,7 @@ from engine.features.cache import side_dir
 from engine.features.concepts import MIN_SENTENCES, concept_codes, load_concepts, train_concepts
 from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
 from engine.features.reader_spec import ReaderSpec
-from engine.features.run import CANDIDATES_PER_EXAMPLE, SEGMENTS, ranked_examples
+from engine.features.run import CANDIDATES_PER_EXAMPLE, DISCOVERY_ROLLOUTS, SEGMENTS, ranked_examples
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentence_labels import background_counts, label_sentences
 from engine.features.sentences import split_sentences
@@ -52,7 +52,6 @@ LABEL_SENTENCES = 24  # top sentences a label is drawn from
 SNIPPETS = 5  # top sentences kept in features.snippets
 SEGMENT_BLOCK = 2048  # segments split at once
 
-_DISCOVERY = "coalesce(r.split, 'discovery') = 'discovery'"
 _ACTS = "sentence_acts"  # scratch table in the staging schema: (text_hash, feature_id, activation)
 # Halves of the discovery tasks for behaviour groups: the checkpoints of CHOOSER sentences choose which
 # neighbourhoods are contrastive, CANDIDATE sentences become members (engine.features.groups).
@@ -185,7 +184,7 @@ def _discovery_sentences(
     frame = store.frame(
         f"SELECT st.text, min(s.kind) AS kind, avg((r.checkpoint IS NOT DISTINCT FROM ?)::DOUBLE) AS after_share, "
         f"min({_HALF}) AS low, max({_HALF}) AS high FROM {staging}.sentences st JOIN segments s USING (segment_id) "
-        f"JOIN rollouts r USING (rollout_key) WHERE {_DISCOVERY} GROUP BY st.text ORDER BY sha256(st.text)",
+        f"JOIN rollouts r USING (rollout_key) WHERE {DISCOVERY_ROLLOUTS} GROUP BY st.text ORDER BY sha256(st.text)",
         [after, str(seed), str(seed)],
     )
     if frame.height > MAX_TRAIN_SENTENCES:
@@ -286,7 +285,7 @@ _SENTENCE_ACTS = """
 
 def _top_examples(store: Store, staging: str, base: int, top: int) -> pl.DataFrame:
     """Per feature and checkpoint, the `top` strongest discovery sentences with distinct texts."""
-    where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=_DISCOVERY)
+    where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=DISCOVERY_ROLLOUTS)
     candidates = store.frame(
         f"""
         SELECT a.feature_id, r.checkpoint,
@@ -309,7 +308,7 @@ def _top_examples(store: Store, staging: str, base: int, top: int) -> pl.DataFra
 
 def _label_sentences(store: Store, staging: str, base: int) -> dict[int, list[tuple[str, str]]]:
     """Per feature, its LABEL_SENTENCES strongest distinct discovery sentences (text, kind), both checkpoints."""
-    where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=_DISCOVERY)
+    where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=DISCOVERY_ROLLOUTS)
     frame = store.frame(
         f"SELECT feature_id, max_by({{'text': text, 'kind': kind, 'a': a}}, a, {LABEL_SENTENCES}) AS best FROM "
         f"(SELECT a.feature_id, st.text, min(s.kind) AS kind, max(a.activation) AS a {where} GROUP BY ALL) "

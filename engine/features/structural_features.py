@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from engine.features import structural
-from engine.features.run import SEGMENTS, FeatureRun
+from engine.features.run import DISCOVERY_ROLLOUTS, SEGMENTS, FeatureRun
 
 ROLLOUT_BLOCK = 500  # rollouts whose messages are read at once
 
@@ -64,7 +64,7 @@ def write_structural(run: FeatureRun, base: int) -> int:
             SELECT sf.feature_id, r.checkpoint, sf.segment_id, sf.activation,
                    row_number() OVER (PARTITION BY sf.feature_id, r.checkpoint ORDER BY hash(sf.segment_id)) AS rank
             FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
-            WHERE sf.feature_id >= ? AND coalesce(r.split, 'discovery') = 'discovery') WHERE rank <= ?
+            WHERE sf.feature_id >= ? AND {DISCOVERY_ROLLOUTS}) WHERE rank <= ?
         """,
         [base, run.settings.top_examples],
     )

@@ -16,7 +16,7 @@ import polars as pl
 from engine.errors import InputError
 from engine.features.cache import ActivationCache, side_dir
 from engine.features.reader_spec import ReaderSpec
-from engine.features.run import SEGMENTS, FeatureRun
+from engine.features.run import DISCOVERY_ROLLOUTS, SEGMENTS, FeatureRun
 from engine.features.sae import TrainedSae, load_trained, train_sae
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def trained_sae(
 ) -> TrainedSae:
     """The SAE trained on the discovery split: reused when this study trained it before on the same inputs."""
     discovery = run.store.frame(
-        f"SELECT DISTINCT s.content_hash {SEGMENTS} AND coalesce(r.split, 'discovery') = 'discovery' ORDER BY 1",
+        f"SELECT DISTINCT s.content_hash {SEGMENTS} AND {DISCOVERY_ROLLOUTS} ORDER BY 1",
         run.params,
     )
     settings = run.settings

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from engine.config import AnalyzeConfig
 from engine.deltas import DiscoveryCounts, compute_deltas, load_discovery
 from engine.hypotheses.sources import DraftSource, load_sources
+from engine.kinds import HELDOUT
 from engine.progress import NullProgress
 from engine.store import Store
 
@@ -47,8 +48,8 @@ def heldout_fold_deltas(store: Store, config: AnalyzeConfig, rng: np.random.Gene
     """`feature_deltas` rows computed on the held-out fold alone, with the deltas stage's statistics."""
     data = load_discovery(store, *config.checkpoints, whole_study=True)
     heldout = store.frame(
-        "SELECT rollout_key FROM rollouts WHERE split = 'heldout' AND checkpoint IN (?, ?)",
-        [config.before, config.after],
+        "SELECT rollout_key FROM rollouts WHERE split = ? AND checkpoint IN (?, ?)",
+        [HELDOUT, config.before, config.after],
     )["rollout_key"]
     keep = data.rollouts["rollout_key"].is_in(heldout.implode()).to_numpy()
     tables = compute_deltas(

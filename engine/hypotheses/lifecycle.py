@@ -20,7 +20,7 @@ from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.validate import Claim, Validation, validate
 from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
-from engine.kinds import EXPLORATORY
+from engine.kinds import DISCOVERY, EXPLORATORY, HELDOUT, Split
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress, Progress
 from engine.store import Store, writes
@@ -32,13 +32,13 @@ log = logging.getLogger(__name__)
 STAGE = "hypotheses"
 # What a hypothesis is tested on (provenance 'split'): held-out, or in a cross-fitted small study discovery
 # (it was drafted on the held-out fold).
-SPLIT_NAMES = {"heldout": "held-out", "discovery": "discovery"}
+SPLIT_NAMES: dict[str, str] = {HELDOUT: "held-out", DISCOVERY: "discovery"}
 
 
-def tested_split(provenance: str | dict[str, Any] | None) -> str:
+def tested_split(provenance: str | dict[str, Any] | None) -> Split:
     """The split a hypothesis is tested on, from its provenance (default: held-out)."""
     p = json.loads(provenance) if isinstance(provenance, str) else provenance or {}
-    return "discovery" if p.get("split") == "discovery" else "heldout"
+    return DISCOVERY if p.get("split") == DISCOVERY else HELDOUT
 
 
 def _now() -> datetime:
@@ -94,7 +94,7 @@ def replace_labels(store: Store, hypothesis_id: int, labels: pl.DataFrame) -> No
 
 
 def revalidate(
-    store: Store, populations: dict[str, Population], config: AnalyzeConfig, rng: np.random.Generator
+    store: Store, populations: dict[Split, Population], config: AnalyzeConfig, rng: np.random.Generator
 ) -> list[Validation]:
     """Test every labelled hypothesis on the split it is tested on (`populations`: split -> Population,
     loaded here when missing) as one family: BH across all of them and every earlier held-out test, from
@@ -116,7 +116,7 @@ def revalidate(
     groups = {split: [i for i, s in enumerate(split_of) if s == split] for split in dict.fromkeys(split_of)}
     base = int(rng.integers(2**32))
 
-    def run(split: str, other_p: list[float]) -> list[Validation]:
+    def run(split: Split, other_p: list[float]) -> list[Validation]:
         if split not in populations:
             embedder = next(iter(populations.values())).embedder if populations else None
             population = load_population(store, *config.checkpoints, split)
@@ -162,7 +162,7 @@ def _exploratory(v: Validation, row: dict[str, Any]) -> Validation:
 
 
 def labeler_provenance(
-    labeler: str, session: LLMSession | None, config: AnalyzeConfig, split: str = "heldout"
+    labeler: str, session: LLMSession | None, config: AnalyzeConfig, split: Split = HELDOUT
 ) -> dict[str, Any]:
     return {
         "labeler": labeler if labeler == "verifier" else f"judge:{session.model if session else '?'}",

@@ -11,6 +11,7 @@ from engine.errors import InputError
 from engine.hypotheses.budget import Budget
 from engine.hypotheses.exemplars import Embedder, no_embedder, store_embedder
 from engine.hypotheses.verifier import SegmentView, Verifier
+from engine.kinds import Split
 from engine.store import Store
 
 
@@ -19,7 +20,7 @@ class Population:
     """Segments and rollouts of one split. `segments` carries checkpoint and task for sampling and testing
     only: labelers get `views(...)`, which hold neither."""
 
-    split: str
+    split: str  # a Split; 'user' for hand-labelled segments (engine.hypotheses.calibration)
     before: str
     after: str
     rollouts: pl.DataFrame  # rollout_key, checkpoint, task_id, reward
@@ -70,8 +71,8 @@ class Population:
         return r["rollout_key"].to_numpy(), (r["checkpoint"] == self.after).to_numpy(), task, reward
 
 
-def load_population(store: Store, before: str, after: str, split: str) -> Population:
-    """Rollouts and segments of `split` ('heldout' or 'discovery') for the two checkpoints."""
+def load_population(store: Store, before: str, after: str, split: Split) -> Population:
+    """Rollouts and segments of `split` (held-out or discovery) for the two checkpoints."""
     rollouts = store.frame(
         "SELECT rollout_key, checkpoint, task_id, reward FROM rollouts "
         "WHERE split = ? AND checkpoint IN (?, ?) ORDER BY rollout_key",

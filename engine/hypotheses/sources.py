@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from engine.hypotheses.verifier import KINDS
-from engine.kinds import FAMILIES
+from engine.kinds import DISCOVERY, FAMILIES
 from engine.store import Store
 from engine.store.queries import ngram_list
 
@@ -175,9 +175,9 @@ def example_sentences(store: Store, feature_ids: list[int]) -> list[str]:
     each example's highest activation over its segment's text, or the whole text when it has no spans."""
     rows = store.frame(
         "SELECT s.text, e.tokens FROM feature_examples e JOIN segments s USING (segment_id) "
-        "JOIN rollouts r USING (rollout_key) WHERE r.split = 'discovery' "
+        "JOIN rollouts r USING (rollout_key) WHERE r.split = ? "
         "AND e.feature_id IN (SELECT unnest(?::BIGINT[])) ORDER BY e.rank, e.feature_id",
-        [feature_ids],
+        [DISCOVERY, feature_ids],
     )
     out = []
     for text, tokens in rows.iter_rows():

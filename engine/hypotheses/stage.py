@@ -37,7 +37,7 @@ from engine.hypotheses.lifecycle import (
 )
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
-from engine.kinds import HYPOTHESIS_STATUSES
+from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
 from engine.progress import Progress
@@ -79,26 +79,26 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         too_slow = 0
         session = open_session(store, config)
         discovery = DiscoverySplit(
-            load_population(store, *config.checkpoints, "discovery"),
+            load_population(store, *config.checkpoints, DISCOVERY),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
         sources = load_sources(store, config.fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
-        heldout = load_population(store, *config.checkpoints, "heldout")
+        heldout = load_population(store, *config.checkpoints, HELDOUT)
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
-        populations = {"heldout": heldout, "discovery": discovery.population}
-        folds = [(drafts, "heldout")]
+        populations = {HELDOUT: heldout, DISCOVERY: discovery.population}
+        folds = [(drafts, HELDOUT)]
         if store.meta("split_mode") == "rollout":  # cross-fitting
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
             seen = {_claim(d) for d in drafts}  # the same labeler and direction is the same claim: tested once
-            folds.append(([d for d in drafts_b if _claim(d) not in seen], "discovery"))
+            folds.append(([d for d in drafts_b if _claim(d) not in seen], DISCOVERY))
             judge_dropped += dropped_b
             sources += sources_b
-        labelled: list[tuple[Draft, pl.DataFrame, str]] = []
+        labelled: list[tuple[Draft, pl.DataFrame, Split]] = []
         for fold_drafts, tested_on in folds:
             with progress.track(f"labelling {SPLIT_NAMES[tested_on]} segments", len(fold_drafts)) as advance:
                 for draft in fold_drafts:
@@ -217,7 +217,7 @@ def _check_judges(
 
 
 def _write_drafts(
-    store: Store, labelled: list[tuple[Draft, pl.DataFrame, str]], session: LLMSession | None, config: AnalyzeConfig
+    store: Store, labelled: list[tuple[Draft, pl.DataFrame, Split]], session: LLMSession | None, config: AnalyzeConfig
 ) -> None:
     first = store.next_id("hypotheses", "hypothesis_id")
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -226,7 +226,7 @@ def _write_drafts(
         provenance = {
             **draft.provenance,
             **labeler_provenance(draft.labeler, session, config, tested_on),
-            "drafted_on": "heldout" if tested_on == "discovery" else "discovery",
+            "drafted_on": HELDOUT if tested_on == DISCOVERY else DISCOVERY,
             "labeler_discovery_delta": draft.discovery_delta,
         }
         rows.append(
@@ -258,9 +258,9 @@ def _explain(store: Store, session: LLMSession, sources: list[DraftSource]) -> d
     )
     examples = store.frame(
         "SELECT e.feature_id, s.text FROM feature_examples e JOIN segments s USING (segment_id) "
-        "JOIN rollouts r USING (rollout_key) WHERE r.split = 'discovery' AND e.rank < 3 "
+        "JOIN rollouts r USING (rollout_key) WHERE r.split = ? AND e.rank < 3 "
         "AND e.feature_id IN (SELECT unnest(?::BIGINT[])) ORDER BY e.feature_id, e.rank",
-        [ids],
+        [DISCOVERY, ids],
     )
     by_feature: dict[int, list[str]] = {}
     for feature_id, text in examples.iter_rows():

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.population import Population
-from engine.kinds import Status
+from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.power import minimum_detectable_effect, normal_mde
@@ -26,7 +26,7 @@ from engine.stats.signflip import task_deltas
 MIN_EFFECT = 0.02
 # How a reason names the split a hypothesis was tested on (discovery: a cross-fitted hypothesis drafted on the
 # held-out fold of a small study).
-TESTED_ON = {"heldout": "held-out", "discovery": "discovery-fold"}
+TESTED_ON: dict[str, str] = {HELDOUT: "held-out", DISCOVERY: "discovery-fold"}
 # Refinement budget: p-values at the Monte Carlo floor are re-drawn up to this many times n_permutations.
 MAX_PERMUTATION_FACTOR = 100
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from engine.errors import InputError
+from engine.kinds import HELDOUT
 from engine.mcp.results import clip, to_json
 from engine.mcp.tools.base import Id, Limit, MaxChars, Offset, ToolGroup, page_json, segment_json
 from engine.store import queries
@@ -128,5 +129,5 @@ class RolloutTools(ToolGroup):
 
     def _log_if_heldout(self, transcript: queries.Transcript) -> None:
         """Reading a held-out rollout is a held-out view."""
-        if transcript.rollout.split == "heldout":
+        if transcript.rollout.split == HELDOUT:
             self.record_heldout_view()
