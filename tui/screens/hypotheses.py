@@ -11,7 +11,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
-from engine.kinds import DECISIONS, EXPLORATORY, UNDECIDED, DecisionFilter, Status
+from engine.kinds import DECISIONS, EXPLORATORY, HELDOUT, UNDECIDED, DecisionFilter, Status
 from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.hypothesis_runner import NewHypothesis
@@ -247,7 +247,7 @@ class HypothesesScreen(RldiffScreen):
             s = e.segment
             style = palette.after if s.checkpoint == after else palette.before
             text.append("\n")
-            text.append("held-out " if e.split == "heldout" else f"{e.split} ", style="italic")
+            text.append("held-out " if e.split == HELDOUT else f"{e.split} ", style="italic")
             text.append_text(safe(s.checkpoint, f"bold {style}", max_chars=20))
             text.append(f" {s.rollout_id[:20]} {s.kind}: ", style="dim")
             text.append_text(one_line(s.text, 240))

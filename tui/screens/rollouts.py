@@ -13,6 +13,7 @@ from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
+from engine.kinds import HELDOUT
 from engine.safe_text import one_line, safe
 from tui import keymap
 from tui.messages import HeldoutViewLogged, RolloutPageLoaded, TranscriptLoaded
@@ -227,7 +228,7 @@ class RolloutViewerScreen(RldiffScreen):
             other.show(message.other, expand_reasoning=self.expanded)
         main.focus()
         shown = [t.rollout.split for t in (message.transcript, message.other) if t is not None]
-        if not self._heldout_logged and "heldout" in shown:
+        if not self._heldout_logged and HELDOUT in shown:
             self._heldout_logged = True
             self.run_query("save-heldout-view", log_heldout_view, lambda _: HeldoutViewLogged(), write=True)
 
