@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO))
 from engine.features.reader import Reader, ReaderStats  # noqa: E402
 from engine.features.reader_spec import resolve_reader  # noqa: E402
 from engine.features.settings import FeatureSettings  # noqa: E402
+from engine.kinds import DISCOVERY  # noqa: E402
 from engine.store import Store  # noqa: E402
 
 
@@ -159,7 +160,7 @@ def synthetic_store(path: Path, n_segments: int, seed: int) -> None:
         store.append("rollouts", pl.DataFrame({
             "rollout_key": keys, "checkpoint": np.where(keys % 2 == 0, "before", "after"),
             "rollout_id": [f"r{k}" for k in keys], "task_id": [f"t{k // 8}" for k in keys],
-            "source_hash": "synthetic", "source_line": keys, "n_messages": per_rollout, "split": "discovery",
+            "source_hash": "synthetic", "source_line": keys, "n_messages": per_rollout, "split": DISCOVERY,
         }))  # fmt: skip
         texts = [" ".join(rng.choice(WORDS, size=rng.integers(8, 13))) + f" {i}" for i in range(n_segments)]
         store.append("segments", pl.DataFrame({

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.store import Store
 
 FILLER = [
@@ -62,7 +63,7 @@ def make_study(
                         "task_id": f"t{t}",
                         "trial": trial,
                         "reward": float(rng.random() < 0.5),
-                        "split": "discovery" if t % 2 == 0 else "heldout",
+                        "split": DISCOVERY if t % 2 == 0 else HELDOUT,
                         "source_hash": "x",
                         "source_line": key,
                         "n_messages": texts * 2,

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.kinds import DISCOVERY, HELDOUT
+
 
 @dataclass(frozen=True)
 class Simulated:
@@ -64,7 +66,7 @@ def build_study(
     shifts: dict[int, float] | None = None,
     rollout_sd: float = 1.0,
     environments: int | None = None,
-    split: str | None = "discovery",
+    split: str | None = DISCOVERY,
     reward_feature: int | None = None,
     copies: dict[int, int] | None = None,
 ) -> None:
@@ -132,7 +134,7 @@ def build_study(
                 "trial": np.arange(n) % (2 * k),
                 "reward": reward,
                 "split": pl.Series(
-                    np.where(task % 2 == 0, "discovery", "heldout") if split == "alternate" else [split] * n,
+                    np.where(task % 2 == 0, DISCOVERY, HELDOUT) if split == "alternate" else [split] * n,
                     dtype=pl.String,
                 ),
                 "source_hash": "src",

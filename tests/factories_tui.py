@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 from textual.worker import WorkerCancelled
 
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.store import Store
 from tests.hostile import HOSTILE
 
@@ -110,7 +111,7 @@ def _rollouts(size: FixtureSize, rng: np.random.Generator, hostile: bool) -> tup
     for c_index, checkpoint in enumerate(CHECKPOINTS):
         for t in range(size.n_tasks):
             for trial in range(size.rollouts_per_task):
-                split = "discovery" if (t + trial) % 2 == 0 else "heldout"
+                split = DISCOVERY if (t + trial) % 2 == 0 else HELDOUT
                 reward = float(rng.random() < (0.45 + 0.15 * c_index))
                 msgs = [
                     {"role": "system", "content": "You are an airline customer service agent. Follow the policy."},
@@ -374,7 +375,7 @@ def _hypotheses(
     statuses = ("validated", "validated", "rejected", "inconclusive", "proposed")
     heldout = (
         segments.join(rollouts.select("rollout_key", "split"), on="rollout_key")
-        .filter(pl.col("split") == "heldout")["segment_id"]
+        .filter(pl.col("split") == HELDOUT)["segment_id"]
         .to_numpy()
     )
     rows, labels = [], []
@@ -423,7 +424,7 @@ def _hypotheses(
                 }[status],
                 "decision": "accepted" if h == 1 else None,
                 "note": "checked by hand" if h == 1 else None,
-                "provenance": json.dumps({"cluster_id": h % max(1, size.n_clusters), "seed": 0, "split": "heldout"}),
+                "provenance": json.dumps({"cluster_id": h % max(1, size.n_clusters), "seed": 0, "split": HELDOUT}),
                 "created_at": T0 + timedelta(minutes=h),
                 "tested_at": T0 + timedelta(hours=1) if tested else None,
                 "decided_at": T0 + timedelta(hours=2) if h == 1 else None,

@@ -15,6 +15,7 @@ from engine.config import AnalyzeConfig
 from engine.features import stage
 from engine.features.settings import FeatureSettings
 from engine.ingest import ingest_file
+from engine.kinds import DISCOVERY, SPLITS
 from engine.mcp.access import StoreAccess
 from engine.mcp.tools import StudyTools
 from engine.progress import NullProgress
@@ -104,7 +105,7 @@ def test_concept_and_group_features_fire_on_segments_of_both_splits(analysed: Pa
             "SELECT DISTINCT r.split, s.kind FROM segment_features sf JOIN features f USING (feature_id) "
             "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE f.source = 'concept'"
         )
-        assert set(splits["split"]) == {"discovery", "heldout"}
+        assert set(splits["split"]) == set(SPLITS)
         assert set(splits["kind"]) <= {"text", "reasoning"}
         metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'features'"))
         assert metrics["concept_features"] == concepts.height and metrics["sentence_seconds"] > 0
@@ -119,7 +120,7 @@ def test_examples_are_discovery_sentences_with_their_span(analysed: Path) -> Non
             "WHERE f.source = 'concept'"
         )
         sentences = set(store.frame("SELECT text FROM sentences")["text"])
-        assert examples.height > 0 and set(examples["split"]) == {"discovery"}
+        assert examples.height > 0 and set(examples["split"]) == {DISCOVERY}
         for tokens, activation, text, _ in examples.iter_rows():
             [[start, end, value]] = json.loads(tokens)
             assert text[start:end] in sentences and value == pytest.approx(activation, rel=1e-3)

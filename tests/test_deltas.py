@@ -13,6 +13,7 @@ from engine import deltas, split
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.ingest import ingest_file
+from engine.kinds import DISCOVERY
 from engine.progress import NullProgress
 from tests.factories_stats import build_study
 
@@ -261,7 +262,7 @@ def test_nothing_to_compare_is_a_clear_input_error(store, change):
         np.random.default_rng(0),
         n_tasks=4,
         n_features=3,
-        split=None if change == "no split drawn" else "discovery",
+        split=None if change == "no split drawn" else DISCOVERY,
     )
     if change == "no shared task":
         store.execute("UPDATE rollouts SET task_id = task_id || '-after' WHERE checkpoint = 'after'")

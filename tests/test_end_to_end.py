@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from engine.cli import main
+from engine.kinds import HELDOUT
 from tests.conftest import SAMPLE_DATA
 from tests.factories_tui import settle
 from tui.app import RldiffApp
@@ -88,7 +89,7 @@ def test_a_validated_hypothesis_is_about_handing_off(study: Path) -> None:
         "JOIN rollouts r USING (rollout_key)",
     )
     assert splits and all(tested == labelled for _, tested, labelled in splits)
-    assert ("heldout",) in {(labelled,) for *_, labelled in splits}
+    assert (HELDOUT,) in {(labelled,) for *_, labelled in splits}
 
 
 def test_cli_reads_the_study(copy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

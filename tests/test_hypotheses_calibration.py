@@ -16,6 +16,7 @@ from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate, checkpoint_estimate, corrected_delta
 from engine.hypotheses.calibration_record import stored_calibration
 from engine.hypotheses.judge import JUDGE_SCHEMA
+from engine.kinds import HELDOUT
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress
@@ -173,7 +174,7 @@ def test_user_judge_hypothesis_is_tested_through_the_llm(study, monkeypatch) -> 
     result = lifecycle.test_hypothesis(store, hid, llm="fake-model")
     assert result.status == "validated" and result.n_labeled > 0
     provenance = json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [hid]))
-    assert provenance["labeler"] == "judge:fake-model" and provenance["split"] == "heldout"
+    assert provenance["labeler"] == "judge:fake-model" and provenance["split"] == HELDOUT
     assert all("Does the agent apologise?" in r.system for r in client.requests)
 
 

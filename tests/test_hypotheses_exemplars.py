@@ -17,6 +17,7 @@ from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
+from engine.kinds import HELDOUT
 
 GRADER = "the grader checks the output format"
 
@@ -164,7 +165,7 @@ def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedd
             lifecycle.add_hypothesis(store, "x", like=["a"], min_similarity=2.0)
         with pytest.raises(InputError, match="exactly one"):
             lifecycle.add_hypothesis(store, "x", like=["a"], judge="q?")
-        population = load_population(store, "before", "after", "heldout")
+        population = load_population(store, "before", "after", HELDOUT)
         labels = lifecycle.label(population, "verifier", spec, None, np.random.default_rng(0))
         positives = set(labels.filter(pl.col("label"))["segment_id"].to_list())
         planted = truth["sorry"] & set(labels["segment_id"].to_list())

@@ -11,6 +11,7 @@ from engine.hypotheses.draft import DiscoverySplit
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.ngrams import NgramIndex
 from engine.hypotheses.population import load_population
+from engine.kinds import DISCOVERY
 from engine.text import ngrams
 
 
@@ -18,7 +19,7 @@ def test_a_new_tool_does_not_make_the_other_tools_n_grams_decrease(tmp_path: Pat
     new_tool = Planted("new_tool", "tool_call", "check_policy_section", 0.0, 0.5)  # beside half the calls after
     store, _ = make_study(tmp_path / "s.duckdb", [new_tool])
     with store:
-        discovery = DiscoverySplit(load_population(store, "before", "after", "discovery"))
+        discovery = DiscoverySplit(load_population(store, "before", "after", DISCOVERY))
         sources = lexical_sources(discovery, np.random.default_rng(0), fdr=0.05, n_permutations=2000)
     # every other tool is called exactly as before (as a share of all calls each fell by a third); the new
     # tool's own n-grams are on all of its calls, so its change is the structural tool feature's, not theirs

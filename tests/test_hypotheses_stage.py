@@ -17,6 +17,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.verifier import SegmentView, Verifier
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.progress import NullProgress
 from engine.stats.fdr import bh_qvalues
 from engine.store import Store, queries
@@ -53,7 +54,7 @@ def test_offline_stage_drafts_validates_and_skips_when_done(study) -> None:
     assert airports["status"] == "validated" and airports["delta"] < 0
     assert json.loads(airports["provenance"])["kinds"] == ["tool_call"]  # its segment kind, not 'any'
     provenance = json.loads(apology["provenance"])
-    assert provenance["split"] == "heldout" and provenance["labeler"] == "verifier"
+    assert provenance["split"] == HELDOUT and provenance["labeler"] == "verifier"
     assert provenance["seed"] == 3 and provenance["drafter"] == "extractive"
     # Labels cover held-out segments only, and match the planted ones there.
     labelled = store.frame(
@@ -61,7 +62,7 @@ def test_offline_stage_drafts_validates_and_skips_when_done(study) -> None:
         "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
         [apology["hypothesis_id"]],
     )
-    assert set(labelled["split"]) == {"heldout"}
+    assert set(labelled["split"]) == {HELDOUT}
     positives = set(labelled.filter("label")["segment_id"])
     assert positives and positives <= truth["apology"]
     assert run_stage(store) == 0  # same inputs and config: skipped
@@ -194,27 +195,27 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
             )["split"].to_list()
             assert splits == [provenance["split"]] and provenance["drafted_on"] != provenance["split"]
         drafted_on = {r["statement"]: (json.loads(r["provenance"])["drafted_on"], r["status"]) for r in rows}
-        assert any("apologize" in s and v == ("discovery", "validated") for s, v in drafted_on.items())
+        assert any("apologize" in s and v == (DISCOVERY, "validated") for s, v in drafted_on.items())
         artifact = [v for s, v in drafted_on.items() if "itinerary below" in s]
-        assert artifact and all(where == "heldout" and status != "validated" for where, status in artifact)
+        assert artifact and all(where == HELDOUT and status != "validated" for where, status in artifact)
         specs = store.frame("SELECT spec::VARCHAR AS spec FROM hypotheses")["spec"]
         assert specs.n_unique() == len(specs)  # no claim drafted on both folds is tested twice
         p = np.array([r["p_value"] for r in rows])
         assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
         assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
         # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
-        fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == "discovery")
+        fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == DISCOVERY)
         assert lifecycle.test_hypothesis(store, fold_b).status != "validated"
         assert store.frame(
             "SELECT DISTINCT r.split FROM hypothesis_labels l JOIN segments USING (segment_id) "
             "JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
             [fold_b],
-        )["split"].to_list() == ["discovery"]
+        )["split"].to_list() == [DISCOVERY]
         assert (
             json.loads(store.scalar("SELECT provenance FROM hypotheses WHERE hypothesis_id = ?", [fold_b]))[
                 "drafted_on"
             ]
-            == "heldout"
+            == HELDOUT
         )
         # the held-out fold's deltas shadowed the stored ones for drafting only
         assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)

@@ -18,6 +18,7 @@ from engine.hypotheses.merge import merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
+from engine.kinds import DISCOVERY
 
 N = 60  # rollouts per checkpoint, one text, one reasoning and one tool call segment each
 
@@ -49,7 +50,7 @@ def population(text: callable, reasoning: callable, structural: callable) -> Pop
                     "structural": names,
                 }
             )
-    return Population("discovery", "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+    return Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
 
 
 def source(kind: str, names: tuple[str, ...], origins: tuple[str, ...], grams: tuple[str, ...] = ()) -> DraftSource:
@@ -401,7 +402,7 @@ def two_calls_population() -> Population:
             rows.append({"segment_id": 3 * key + j, "rollout_key": key, "kind": kind, "text": "x",
                          "tool_name": "update_order" if j else None, "tool_args": "{}" if j else None,
                          "checkpoint": checkpoint, "task_id": str(key % 10), "structural": []})  # fmt: skip
-    return Population("discovery", "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+    return Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
 
 
 def calls(position: int, keep: Callable[[int], bool], after: bool = True) -> frozenset[int]:

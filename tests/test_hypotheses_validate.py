@@ -13,6 +13,7 @@ from engine.hypotheses.judge import judge_labels, stratified_sample
 from engine.hypotheses.population import load_population
 from engine.hypotheses.validate import Claim, validate
 from engine.hypotheses.verifier import Verifier
+from engine.kinds import HELDOUT
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 
@@ -33,7 +34,7 @@ def labels_for(population, hypothesis_id: int, spec: dict, kinds: list[str]) -> 
 
 def test_planted_changes_validate_and_nulls_do_not(study) -> None:
     store, _ = study
-    heldout = load_population(store, "before", "after", "heldout")
+    heldout = load_population(store, "before", "after", HELDOUT)
     labels = pl.concat(
         [
             labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"]),
@@ -65,7 +66,7 @@ def test_planted_changes_validate_and_nulls_do_not(study) -> None:
 
 def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> None:
     store, _ = study
-    heldout = load_population(store, "before", "after", "heldout")
+    heldout = load_population(store, "before", "after", HELDOUT)
     labels = pl.concat(
         [
             labels_for(heldout, 7, {"regex": "confirm"}, ["text"]),
@@ -83,7 +84,7 @@ def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> Non
 
 def test_task_level_test_speaks_for_new_tasks(study) -> None:
     store, _ = study
-    heldout = load_population(store, "before", "after", "heldout")
+    heldout = load_population(store, "before", "after", HELDOUT)
     labels = labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"])
     [within] = validate(heldout, labels, [Claim(0, "increase")], np.random.default_rng(2), n_permutations=300)
     [across] = validate(
@@ -98,7 +99,7 @@ def test_task_level_test_speaks_for_new_tasks(study) -> None:
 
 def test_stratified_sample_keeps_every_stratum_and_weights_to_size(study) -> None:
     store, _ = study
-    heldout = load_population(store, "before", "after", "heldout")
+    heldout = load_population(store, "before", "after", HELDOUT)
     texts = heldout.of_kinds(["text"])
     sample = stratified_sample(texts, 60, np.random.default_rng(0))
     assert sample.height == 60
@@ -112,7 +113,7 @@ def test_stratified_sample_keeps_every_stratum_and_weights_to_size(study) -> Non
 
 def test_judge_is_blind_and_its_weighted_labels_validate(study) -> None:
     store, _ = study
-    heldout = load_population(store, "before", "after", "heldout")
+    heldout = load_population(store, "before", "after", HELDOUT)
 
     def responder(request):
         assert "before" not in request.user and "after" not in request.user  # no checkpoint names leak

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from engine.kinds import DISCOVERY, HELDOUT, SPLITS
 from engine.mcp.results import clip, to_json
 from engine.mcp_server import build_server
 from engine.store import Store
@@ -252,14 +253,14 @@ async def test_reading_a_heldout_rollout_is_logged_as_a_heldout_view(study: Path
             "(rollout_key) WHERE split = ? GROUP BY rollout_key LIMIT 1",
             [split],
         )[0]
-        for split in ("discovery", "heldout")
+        for split in SPLITS
     }
     async with Client(build_server(study)) as client:
-        await call(client, "read_rollout", rollout_key=picks["discovery"][1])
-        await call(client, "read_segment", segment_id=picks["discovery"][0])
+        await call(client, "read_rollout", rollout_key=picks[DISCOVERY][1])
+        await call(client, "read_segment", segment_id=picks[DISCOVERY][0])
         assert sql(study, "SELECT count(*) FROM heldout_views") == [(0,)]
-        await call(client, "read_rollout", rollout_key=picks["heldout"][1])
-        await call(client, "read_segment", segment_id=picks["heldout"][0])
+        await call(client, "read_rollout", rollout_key=picks[HELDOUT][1])
+        await call(client, "read_segment", segment_id=picks[HELDOUT][0])
     assert sql(study, "SELECT via, hypothesis_id FROM heldout_views") == [("mcp", None), ("mcp", None)]
 
 
@@ -345,18 +346,18 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
     assert [r["hypothesis_id"] for r in proposed["rows"]] == others
     assert json_like["spec"] == {"regex": "[12]", "ignore_case": True}
     assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}
-    assert detail["provenance"]["split"] == "heldout" and detail["examples"]
+    assert detail["provenance"]["split"] == HELDOUT and detail["examples"]
     assert bare["examples"] == [] and views_before == 0 and views_after == [("mcp", hid)]  # asked for: logged
     assert detail["calibration"] is None  # never calibrated
     assert seen["status"] == "exploratory" and "held-out examples were shown" in seen["reason"]
     for e in detail["examples"]:
-        assert e["split"] == "heldout"
+        assert e["split"] == HELDOUT
         split, tool = sql(
             study,
             "SELECT r.split, s.tool_name FROM segments s JOIN rollouts r USING (rollout_key) WHERE s.segment_id = ?",
             [e["segment_id"]],
         )[0]
-        assert split == "heldout" and tool == "transfer_to_human_agents"
+        assert split == HELDOUT and tool == "transfer_to_human_agents"
     assert decided == {
         "hypothesis_id": hid,
         "decision": "accepted",

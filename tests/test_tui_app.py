@@ -21,6 +21,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.store.queries import DeltaRow
 from tests.factories_tui import settle
 from tests.hostile import plant_hostile
@@ -553,11 +554,11 @@ async def test_a_heldout_transcript_is_logged_as_a_heldout_view(store_path: Path
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE, message_hook=posted.append) as pilot:
         await settle(pilot)
-        app.open_rollout(keys["discovery"])
+        app.open_rollout(keys[DISCOVERY])
         await settle(pilot)
         assert isinstance(app.screen, RolloutViewerScreen)
         assert rows(store_path, "SELECT count(*) FROM heldout_views WHERE via = 'tui'") == [(0,)]
-        app.open_rollout(keys["heldout"])
+        app.open_rollout(keys[HELDOUT])
         await settle(pilot)
         await settle(pilot)
     assert [m for m in posted if isinstance(m, HeldoutViewLogged)]
