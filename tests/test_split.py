@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -10,10 +12,15 @@ import pytest
 
 from engine import split
 from engine.config import AnalyzeConfig
+from engine.kinds import DISCOVERY, HELDOUT, SPLITS
 from engine.progress import NullProgress
+from engine.strata import EXCLUDED
 from tests.factories_stats import build_study
 
 CONFIG = AnalyzeConfig(before="before", after="after", seed=3)
+ROOT = Path(__file__).resolve().parent.parent
+# A split name a fixed SQL string compares rollouts.split with: `split = 'heldout'`, `IS DISTINCT FROM ...`.
+SPLIT_LITERAL = re.compile(r"split\s*(?:=|<>|!=|IS (?:NOT )?DISTINCT FROM)\s*'(\w+)'")
 
 
 def _splits(store) -> pl.DataFrame:
@@ -30,7 +37,7 @@ def test_many_tasks_split_by_task(store):
     rows = _splits(store)
     per_task = rows.group_by("task_id").agg(pl.col("split").n_unique().alias("n"), pl.col("split").first())
     assert (per_task["n"] == 1).all()  # no task feeds both sides
-    assert per_task.filter(pl.col("split") == "heldout").height == 15
+    assert per_task.filter(pl.col("split") == HELDOUT).height == 15
     assert _meta(store, "split_mode") == "task" and _meta(store, "split_warning") is None
     metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'split'"))
     assert metrics["split_mode"] == "task" and metrics["n_heldout"] == 90
@@ -55,7 +62,7 @@ def test_few_tasks_split_rollouts_within_task_and_warn(store):
     cells = (
         _splits(store)
         .group_by("task_id", "checkpoint")
-        .agg((pl.col("split") == "heldout").sum().alias("heldout"), pl.len().alias("n"))
+        .agg((pl.col("split") == HELDOUT).sum().alias("heldout"), pl.len().alias("n"))
     )
     assert (cells["heldout"] >= 1).all() and (cells["heldout"] < cells["n"]).all()
     assert (cells["heldout"] == 2).all()  # 2.5 of 5: the odd rollout goes to discovery
@@ -79,7 +86,7 @@ def test_tasks_sharing_environments_split_by_environment(store):
     rows = _splits(store)
     assert _meta(store, "split_mode") == "environment"
     assert (rows.group_by("environment_id").agg(pl.col("split").n_unique())["split"] == 1).all()
-    assert rows.filter(pl.col("split") == "heldout")["environment_id"].n_unique() == 12
+    assert rows.filter(pl.col("split") == HELDOUT)["environment_id"].n_unique() == 12
 
 
 def test_few_environments_fall_back_to_tasks_with_a_note(store):
@@ -111,6 +118,20 @@ def test_holdout_bounds():
         schema_overrides={"environment_id": pl.String},
     )
     plan = split.plan_split(frame, "before", "after", 0.0, np.random.default_rng(0))
-    assert plan.mode == "none" and (plan.split == "discovery").all()
+    assert plan.mode == "none" and (plan.split == DISCOVERY).all()
     with pytest.raises(ValueError):
         split.plan_split(frame, "before", "after", 1.0, np.random.default_rng(0))
+
+
+def test_split_names_are_the_schemas_and_those_of_the_fixed_sql():
+    """kinds.SPLITS (and strata.EXCLUDED) are the values schema.sql gives rollouts.split, and every split name a
+    fixed SQL string in engine/ compares with (the store's queries, the MCP sql tool) is one of SPLITS."""
+    schema = (ROOT / "engine/store/schema.sql").read_text()
+    column = re.search(r"^\s*split\s+VARCHAR,\s*--(.*)$", schema, re.M)
+    assert column is not None and re.findall(r"'(\w+)'", column[1]) == [*SPLITS, EXCLUDED]
+    compared = {name for path in (ROOT / "engine").rglob("*.py") for name in SPLIT_LITERAL.findall(path.read_text())}
+    assert HELDOUT in compared and compared <= set(SPLITS)
+    assert SPLIT_LITERAL.findall("WHERE r.split = 'held_out' OR split IS DISTINCT FROM 'heldout'") == [
+        "held_out",
+        "heldout",
+    ]
