@@ -7,7 +7,11 @@ checkpoint, segments per rollout; task effects, rollout effects and a shared rol
 correlated and clustered) and runs each through `engine.deltas.compute_deltas`. Null scenarios change nothing
 in the per-segment behaviour; the others plant known shifts. Printed per scenario and family: size (share of
 null rows with p < 0.05), the share of studies with any false q < 0.05, FDR, CI coverage of the true effect,
-and power (share of planted rows with q < 0.05), each with its target.
+and power (share of planted rows with q < 0.05), each with its target. Beside the power, a reference on the
+same studies: every segment (or call) an independent unit, a Cochran-Mantel-Haenszel test by task on the
+pooled counts, BH in the family. It ignores the clustering of segments within rollouts, so it is too liberal
+(its size is printed too) and its power is more than a valid test of the design can reach: where the reference
+is below a power target, the target is out of reach of any valid test of that design.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from scipy import stats
 
 from engine.deltas import ANY, DiscoveryCounts, compute_deltas
 from engine.progress import NullProgress
+from engine.stats.fdr import family_qvalues
 
 N_TOOLS = 3  # tools the structural (tool-call) features are about, one feature family per tool
 LEVEL = 0.05
@@ -183,21 +188,27 @@ class Tally:
     intervals: dict[str, int] = field(default_factory=dict)
     null_p: dict[str, list[np.ndarray]] = field(default_factory=dict)
     null_z: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    reference_found: dict[str, int] = field(default_factory=dict)  # planted rows the reference finds
+    reference_null: dict[str, int] = field(default_factory=dict)  # its null rows, and those with p < 0.05
+    reference_null_p05: dict[str, int] = field(default_factory=dict)
 
     def add(self, table: dict[str, int], family: str, value: float) -> None:
         table[family] = table.get(family, 0) + value
 
 
-def run_study(scenario: Scenario, rng: np.random.Generator, n_permutations: int) -> pl.DataFrame:
-    """The tested rows of one simulated study, with the truth beside them ('truth' NaN where unknown)."""
+def run_study(scenario: Scenario, rng: np.random.Generator, n_permutations: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The tested rows of one simulated study, with the truth beside them ('truth' NaN where unknown), and its
+    independent-units reference (planted scenarios only; empty otherwise)."""
     data, truth, any_null = simulate(scenario, rng)
+    reference = pl.DataFrame() if scenario.null else independent_units_reference(scenario, data, truth)
     tables = compute_deltas(data, rng, n_permutations=n_permutations, fdr=LEVEL, progress=NullProgress())
     rows = tables.deltas.filter(pl.col("tested"))
     true_effect = pl.DataFrame({"feature_id": np.arange(truth.size), "truth": truth, "any_null": any_null})
     rows = rows.join(true_effect, on="feature_id")
     # The planted shift is on its own kind; the rollout-level rows of planted features have no known truth.
     any_truth = pl.when((pl.col("truth") == 0) & pl.col("any_null")).then(0.0)
-    return rows.with_columns(truth=pl.when(pl.col("kind") == ANY).then(any_truth).otherwise("truth")).drop("any_null")
+    rows = rows.with_columns(truth=pl.when(pl.col("kind") == ANY).then(any_truth).otherwise("truth"))
+    return rows.drop("any_null"), reference
 
 
 def signed_z(rows: pl.DataFrame) -> np.ndarray:
@@ -207,11 +218,58 @@ def signed_z(rows: pl.DataFrame) -> np.ndarray:
     return np.sign(rows["delta"].to_numpy()) * stats.norm.isf(rows["p_value"].to_numpy() / 2)
 
 
+def _cmh_p(counts: np.ndarray, totals: np.ndarray, task: np.ndarray, is_after: np.ndarray) -> np.ndarray:
+    """Two-sided Cochran-Mantel-Haenszel p-value per column of (n_rollouts, k) `counts` out of `totals`, strata
+    the tasks, the rollouts' segments pooled: each segment an independent unit."""
+
+    def per_task(x: np.ndarray) -> np.ndarray:
+        return np.stack([np.bincount(task, weights=col, minlength=task.max() + 1) for col in x.T], axis=1)
+
+    fired_after, n_after = per_task(counts * is_after[:, None]), per_task(totals * is_after[:, None])
+    fired, n = per_task(counts), per_task(totals)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(n > 0, n_after * fired / n, 0.0)
+        variance = np.where(n > 1, n_after * (n - n_after) * fired * (n - fired) / (n**2 * (n - 1)), 0.0)
+        z = (fired_after - expected).sum(axis=0) / np.sqrt(variance.sum(axis=0))
+    return np.where(np.isfinite(z), 2 * stats.norm.sf(np.abs(z)), np.nan)
+
+
+def independent_units_reference(scenario: Scenario, data: DiscoveryCounts, truth: np.ndarray) -> pl.DataFrame:
+    """Each fixed feature on its own kind tested with its segments as independent units (`_cmh_p`), BH within
+    its family: the reference beside the power (module docstring). Structural features count calls to their
+    own tool."""
+    task, after = data.task, data.is_after
+    text = _cmh_p(data.counts["text"][:, : scenario.n_text].toarray(), np.repeat(
+        data.totals["text"][:, None], scenario.n_text, axis=1), task, after)  # fmt: skip
+    per_tool = data.per_tool()
+    assert per_tool is not None
+    tool_totals, _, tool_counts = per_tool
+    tools = np.arange(scenario.n_tool) % N_TOOLS
+    columns = scenario.n_text + np.arange(scenario.n_tool)
+    calls = np.column_stack([tool_counts[t][:, [c]].toarray()[:, 0] for t, c in zip(tools, columns, strict=True)])
+    tool = _cmh_p(calls, tool_totals[:, tools], task, after)
+    p = np.r_[text, tool]
+    family = np.r_[np.repeat("sae", scenario.n_text), np.repeat("structural", scenario.n_tool)]
+    return pl.DataFrame(
+        {
+            "family": family,
+            "p_value": p,
+            "q_value": family_qvalues(p, family),
+            "truth": truth[: scenario.n_text + scenario.n_tool],
+        }  # fmt: skip
+    )
+
+
 def tally(scenario: Scenario, studies: int, seed: int, n_permutations: int) -> Tally:
     rng = np.random.default_rng(seed)
     out = Tally()
     for _ in range(studies):
-        rows = run_study(scenario, rng, n_permutations)
+        rows, reference = run_study(scenario, rng, n_permutations)
+        for family, part in reference.group_by("family") if reference.height else []:
+            family = family[0]
+            out.add(out.reference_found, family, int(((part["truth"] != 0) & (part["q_value"] < LEVEL)).sum()))
+            out.add(out.reference_null, family, int((part["truth"] == 0).sum()))
+            out.add(out.reference_null_p05, family, int(((part["truth"] == 0) & (part["p_value"] < LEVEL)).sum()))
         for family, part in [("all", rows), *rows.group_by("family")]:
             family = family if isinstance(family, str) else family[0]
             null = part.filter(pl.col("truth") == 0)
@@ -254,6 +312,10 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
                     f"tail/nominal {tails}  signed z {z.mean() if z.size else np.nan:+5.3f}")  # fmt: skip
         else:
             what = f"FDR {fdr} (<= 5%)  power {power}"
+            if family in result.reference_null:
+                reference_power = _share(result.reference_found[family], result.planted.get(family, 0))
+                reference_size = _share(result.reference_null_p05[family], result.reference_null[family])
+                what += f" (segments as independent units: power {reference_power}, size {reference_size})"
         lines.append(f"  {family:<11} {what}  coverage {cover} (>= 94% from 10 tasks)")
     return lines
 

@@ -67,8 +67,11 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
     return tables.deltas.height
 
 
-def exploratory_ranking(store: Store, config: AnalyzeConfig, rng: np.random.Generator) -> list[dict[str, object]]:
-    """With too few tasks to split by task, the whole study's largest credible changes, for looking at only.
+def exploratory_ranking(
+    store: Store, config: AnalyzeConfig, rng: np.random.Generator, top: int | None = EXPLORATORY_TOP
+) -> list[dict[str, object]]:
+    """With too few tasks to split by task, the whole study's largest credible changes (the first `top`, or
+    every tested row with None), for looking at only.
 
     Every rollout (both splits) goes through the same statistics; the rows are ranked by their conservative
     effect within family, families interleaved (`engine.deltas.ranking`), and marked exploratory: they share data
@@ -77,10 +80,11 @@ def exploratory_ranking(store: Store, config: AnalyzeConfig, rng: np.random.Gene
     data = load_discovery(store, *config.checkpoints, whole_study=True)
     tables = compute_deltas(data, rng, n_permutations=config.permutations, fdr=config.fdr, progress=NullProgress())
     names = store.frame("SELECT feature_id, name FROM features")
-    top = exploratory_order(tables.deltas.filter(pl.col("tested")).join(names, on="feature_id"), EXPLORATORY_TOP)
+    tested = tables.deltas.filter(pl.col("tested")).join(names, on="feature_id")
+    ranked = exploratory_order(tested, tested.height if top is None else top)
     columns = ["feature_id", "name", "kind", "family", "prevalence_before", "prevalence_after", "delta"]
-    top = top.select(*columns, "ci_low", "ci_high", "p_value", "q_value", "score")
-    return [{**row, "status": "exploratory"} for row in top.iter_rows(named=True)]
+    ranked = ranked.select(*columns, "ci_low", "ci_high", "p_value", "q_value", "score")
+    return [{**row, "status": "exploratory"} for row in ranked.iter_rows(named=True)]
 
 
 def ranked_deltas(store: Store, kind: str | None = None, top: int = 20) -> pl.DataFrame:
