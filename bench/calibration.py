@@ -5,13 +5,15 @@
 Each scenario simulates `--studies` independent studies of nested rollout data (tasks, rollouts per
 checkpoint, segments per rollout; task effects, rollout effects and a shared rollout factor make features
 correlated and clustered) and runs each through `engine.deltas.compute_deltas`. Null scenarios change nothing
-in the per-segment behaviour; the others plant known shifts. Printed per scenario and family: size (share of
-null rows with p < 0.05), the share of studies with any false q < 0.05, FDR, CI coverage of the true effect,
-and power (share of planted rows with q < 0.05), each with its target. Beside the power, a reference on the
-same studies: every segment (or call) an independent unit, a Cochran-Mantel-Haenszel test by task on the
-pooled counts, BH in the family. It ignores the clustering of segments within rollouts, so it is too liberal
-(its size is printed too) and its power is more than a valid test of the design can reach: where the reference
-is below a power target, the target is out of reach of any valid test of that design.
+in the per-segment behaviour; the others plant known shifts (per-segment rates, or the share of rollouts in
+which an "event" feature fires). Printed per scenario and family: size (share of null rows with p < 0.05), the
+share of studies with any false q < 0.05, FDR, CI coverage of the true effect, and power (share of planted rows
+with q < 0.05), each with its target. Beside the power, a reference on the same studies: a Cochran-Mantel-
+Haenszel test by task on pooled counts, BH in the family, with every segment (or call) an independent unit for
+segment-level rows and every rollout a unit for 'any' rows. For segment-level rows it ignores the clustering
+of segments within rollouts, so it is too liberal (its size is printed too) and its power is more than the
+usual valid tests of the design reach: where the reference is below a power target, that design does not
+carry the information for it.
 """
 
 from __future__ import annotations
@@ -57,11 +59,16 @@ class Scenario:
     unbalanced: bool = False  # cell sizes follow the task's rate (after cells larger in high-rate tasks)
     shift: float = 0.0  # planted per-segment probability shift (after) on the first `n_shifted` of each family
     n_shifted: int = 0
+    # Structural "event" features that fire in at most one text segment of a rollout (a hand-off, say): the
+    # share of rollouts with one moves by +-event_shift (alternating signs), so their 'any' rows (the rollout
+    # family) carry a known truth.
+    n_events: int = 0
+    event_shift: float = 0.0
     targets: dict[str, float] = field(default_factory=dict)
 
     @property
     def null(self) -> bool:
-        return self.n_shifted == 0
+        return self.n_shifted == 0 and self.event_shift == 0
 
 
 SCENARIOS = {
@@ -79,7 +86,9 @@ SCENARIOS = {
         Scenario("power_40", n_tasks=40, shift=0.08, n_shifted=4),
         Scenario("power_40_calls", n_tasks=40, shift=0.08, n_shifted=4, tool_messages=30.0),
         Scenario("structural_4x8", n_tasks=4, per_cell=8, shift=0.30, n_shifted=4, n_text=10),
-        Scenario("independent", factor_loading=0.0),  # last: the seeds of the others stay those of earlier runs
+        Scenario("independent", factor_loading=0.0),  # the seeds of those above stay those of earlier runs
+        Scenario("rollout_4x8", n_tasks=4, per_cell=8, n_text=10, n_events=4, event_shift=0.30),
+        Scenario("rollout_40", n_tasks=40, n_events=4, event_shift=0.15),
     )
 }
 
@@ -94,8 +103,27 @@ def _cell_sizes(scenario: Scenario, task_effect: np.ndarray, rng: np.random.Gene
     return np.maximum(sizes, 1)
 
 
+def _events(scenario: Scenario, rng: np.random.Generator, task_effect: np.ndarray, task: np.ndarray,
+            is_after: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(n_rollouts, n_events) 0/1 event features (one firing text segment when 1) and each one's planted shift
+    in the share of rollouts (alternating signs; rates near 0 or 1 are clipped, so the realised shift can be a
+    little smaller: the sign is what power counts)."""
+    k, g, n = scenario.n_events, scenario.n_tasks, task.size
+    logit = (
+        rng.normal(0, 0.5, k)
+        + 0.8 * task_effect[task][:, None]
+        + rng.normal(0, 0.5, (g, k))[task]
+        + scenario.factor_loading * factor[:, None]
+        + rng.normal(0, 0.6, (n, k))
+    )
+    shift = scenario.event_shift * np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
+    prob = np.clip(1 / (1 + np.exp(-logit)) + is_after[:, None] * shift, 0, 1)
+    return (rng.random((n, k)) < prob).astype(float), shift
+
+
 def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCounts, np.ndarray, np.ndarray]:
-    """One study: (its counts, true effect per feature column on its own kind, whether its 'any' row is null).
+    """One study: (its counts, true effect per feature column on its own kind, true effect on its 'any' row),
+    NaN where the truth is unknown.
 
     The SAE tool-call features fire on the new tool's calls, so their "fires anywhere" truly rises with the new
     tool: their 'any' rows have no known truth."""
@@ -130,16 +158,22 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCou
     text_counts = rng.binomial(text_segments[:, None], probabilities(scenario.n_text))
     tool_feature = np.arange(scenario.n_tool) % N_TOOLS  # feature j fires only on calls to its tool
     tool_counts = rng.binomial(tool_of_call[:, tool_feature], probabilities(scenario.n_tool))
-    n_fixed, m = scenario.n_text + scenario.n_tool, scenario.n_text + scenario.n_tool + scenario.n_sae_tool
+    n_fixed = scenario.n_text + scenario.n_tool
+    m = n_fixed + scenario.n_sae_tool + scenario.n_events
     tool_totals = np.column_stack([tool_of_call, new_calls])
     per_tool = np.zeros((N_TOOLS + 1, n, m))  # firing calls per tool
     per_tool[tool_feature, :, scenario.n_text + np.arange(scenario.n_tool)] = tool_counts.T
     sae_tool = probabilities(scenario.n_sae_tool)  # same per-call rate on every old tool, NEW_TOOL_FIRING on the new
-    per_tool[:N_TOOLS, :, n_fixed:] = rng.binomial(tool_of_call.T[:, :, None], sae_tool[None])
-    per_tool[N_TOOLS, :, n_fixed:] = rng.binomial(
+    sae_columns = slice(n_fixed, n_fixed + scenario.n_sae_tool)
+    per_tool[:N_TOOLS, :, sae_columns] = rng.binomial(tool_of_call.T[:, :, None], sae_tool[None])
+    per_tool[N_TOOLS, :, sae_columns] = rng.binomial(
         new_calls[:, None], np.full((n, scenario.n_sae_tool), NEW_TOOL_FIRING)
     )
     text = np.hstack([text_counts, np.zeros((n, m - scenario.n_text))])
+    event_shift = np.zeros(0)
+    if scenario.n_events:
+        events, event_shift = _events(scenario, rng, task_effect, task, is_after, factor)
+        text[:, m - scenario.n_events :] = events
     tool = per_tool.sum(axis=0)
     support = (per_tool.sum(axis=1) > 0).astype(float)
     counts = {"text": sp.csc_array(text), "tool_call": sp.csc_array(tool), ANY: sp.csc_array((text + tool) > 0)}
@@ -155,10 +189,15 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCou
         }
     )
     source = ["sae"] * scenario.n_text + ["structural"] * scenario.n_tool + ["sae"] * scenario.n_sae_tool
+    source += ["structural"] * scenario.n_events
     features = pl.DataFrame({"feature_id": np.arange(m), "source": source})
     truth = np.zeros(m)
     truth[: scenario.n_shifted] = scenario.shift
     truth[scenario.n_text : scenario.n_text + scenario.n_shifted] = scenario.shift
+    # 'any' rows: null for unshifted fixed features; unknown for planted ones and the SAE tool-call features.
+    any_truth = np.where(truth[:n_fixed] == 0, 0.0, np.nan)
+    any_truth = np.r_[any_truth, np.full(scenario.n_sae_tool, np.nan), event_shift]
+    truth[m - scenario.n_events :] = np.nan  # an event's rate among text segments: 1 / segments, no fixed truth
     data = DiscoveryCounts(
         rollouts,
         features,
@@ -170,7 +209,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCou
         sp.csr_array(support),
         tuple(sp.csc_array(part) for part in per_tool),
     )
-    return data, truth, np.arange(m) < n_fixed
+    return data, truth, any_truth
 
 
 @dataclass
@@ -199,16 +238,16 @@ class Tally:
 def run_study(scenario: Scenario, rng: np.random.Generator, n_permutations: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The tested rows of one simulated study, with the truth beside them ('truth' NaN where unknown), and its
     independent-units reference (planted scenarios only; empty otherwise)."""
-    data, truth, any_null = simulate(scenario, rng)
-    reference = pl.DataFrame() if scenario.null else independent_units_reference(scenario, data, truth)
+    data, truth, any_truth = simulate(scenario, rng)
+    reference = pl.DataFrame() if scenario.null else independent_units_reference(scenario, data, truth, any_truth)
     tables = compute_deltas(data, rng, n_permutations=n_permutations, fdr=LEVEL, progress=NullProgress())
     rows = tables.deltas.filter(pl.col("tested"))
-    true_effect = pl.DataFrame({"feature_id": np.arange(truth.size), "truth": truth, "any_null": any_null})
+    true_effect = pl.DataFrame(
+        {"feature_id": np.arange(truth.size), "truth": truth, "any_truth": any_truth}, nan_to_null=True
+    )
     rows = rows.join(true_effect, on="feature_id")
-    # The planted shift is on its own kind; the rollout-level rows of planted features have no known truth.
-    any_truth = pl.when((pl.col("truth") == 0) & pl.col("any_null")).then(0.0)
-    rows = rows.with_columns(truth=pl.when(pl.col("kind") == ANY).then(any_truth).otherwise("truth"))
-    return rows.drop("any_null"), reference
+    rows = rows.with_columns(truth=pl.when(pl.col("kind") == ANY).then("any_truth").otherwise("truth"))
+    return rows.drop("any_truth"), reference
 
 
 def signed_z(rows: pl.DataFrame) -> np.ndarray:
@@ -234,10 +273,13 @@ def _cmh_p(counts: np.ndarray, totals: np.ndarray, task: np.ndarray, is_after: n
     return np.where(np.isfinite(z), 2 * stats.norm.sf(np.abs(z)), np.nan)
 
 
-def independent_units_reference(scenario: Scenario, data: DiscoveryCounts, truth: np.ndarray) -> pl.DataFrame:
-    """Each fixed feature on its own kind tested with its segments as independent units (`_cmh_p`), BH within
-    its family: the reference beside the power (module docstring). Structural features count calls to their
-    own tool."""
+def independent_units_reference(
+    scenario: Scenario, data: DiscoveryCounts, truth: np.ndarray, any_truth: np.ndarray
+) -> pl.DataFrame:
+    """Each fixed feature on its own kind tested with its segments as independent units (`_cmh_p`), and every
+    feature's 'any' row with its rollouts as units (no length adjustment: these scenarios change no length),
+    BH within each family: the reference beside the power (module docstring). Structural features count calls
+    to their own tool."""
     task, after = data.task, data.is_after
     text = _cmh_p(data.counts["text"][:, : scenario.n_text].toarray(), np.repeat(
         data.totals["text"][:, None], scenario.n_text, axis=1), task, after)  # fmt: skip
@@ -248,15 +290,22 @@ def independent_units_reference(scenario: Scenario, data: DiscoveryCounts, truth
     columns = scenario.n_text + np.arange(scenario.n_tool)
     calls = np.column_stack([tool_counts[t][:, [c]].toarray()[:, 0] for t, c in zip(tools, columns, strict=True)])
     tool = _cmh_p(calls, tool_totals[:, tools], task, after)
-    p = np.r_[text, tool]
-    family = np.r_[np.repeat("sae", scenario.n_text), np.repeat("structural", scenario.n_tool)]
+    fires = data.counts[ANY].toarray().astype(float)
+    anywhere = _cmh_p(fires, np.ones_like(fires), task, after)
+    p = np.r_[text, tool, anywhere]
+    family = np.r_[
+        np.repeat("sae", scenario.n_text),
+        np.repeat("structural", scenario.n_tool),
+        np.repeat("rollout", fires.shape[1]),
+    ]
     return pl.DataFrame(
         {
             "family": family,
             "p_value": p,
             "q_value": family_qvalues(p, family),
-            "truth": truth[: scenario.n_text + scenario.n_tool],
-        }  # fmt: skip
+            "truth": np.r_[truth[: scenario.n_text + scenario.n_tool], any_truth],
+        },
+        nan_to_null=True,
     )
 
 
@@ -312,7 +361,7 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
                     f"tail/nominal {tails}  signed z {z.mean() if z.size else np.nan:+5.3f}")  # fmt: skip
         else:
             what = f"FDR {fdr} (<= 5%)  power {power}"
-            if family in result.reference_null:
+            if result.planted.get(family) and family in result.reference_null:
                 reference_power = _share(result.reference_found[family], result.planted.get(family, 0))
                 reference_size = _share(result.reference_null_p05[family], result.reference_null[family])
                 what += f" (segments as independent units: power {reference_power}, size {reference_size})"

@@ -34,10 +34,10 @@ def null_t(scenario: str, studies: int, rng: np.random.Generator) -> tuple[np.nd
     spec = SCENARIOS[scenario]
     out: list[list[np.ndarray]] = [[], [], []]
     for _ in range(studies):
-        data, _, any_null = simulate(spec, rng)
+        data, _, any_truth = simulate(spec, rng)
         view = KindView.of(data, ANY)
         assert view.offsets is not None
-        columns = np.flatnonzero(any_null)
+        columns = np.flatnonzero(any_truth == 0)
         fired = view.rates[:, columns].toarray()
         effect = effects(Contrast(view.design), fired - view.offsets[:, columns], by_task=not view.design.few_tasks)
         out[0].append(effect.estimate / effect.se)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from bench.calibration import _cmh_p
+from bench.calibration import SCENARIOS, _cmh_p, simulate
+from engine.deltas import ANY
 
 
 def test_one_stratum_is_the_pearson_test_scaled_by_n_minus_1_over_n():
@@ -30,3 +31,23 @@ def test_strata_are_compared_within_task_only():
     task = np.array([0, 0, 0, 1, 1, 1])
     after = np.array([False, True, True, False, False, True])
     assert np.isclose(_cmh_p(counts, totals, task, after)[0], 1.0)
+
+
+def test_event_features_move_the_share_of_rollouts_by_their_planted_shift():
+    """The rollout-family scenarios' event features: their 'any' truth is the planted shift (alternating signs),
+    and the realised change in the share of rollouts they fire in matches it (clipping near 0 or 1 can only
+    shrink it a little)."""
+    scenario = SCENARIOS["rollout_4x8"]
+    rng = np.random.default_rng(3)
+    realised = []
+    for _ in range(40):
+        data, truth, any_truth = simulate(scenario, rng)
+        events = slice(truth.size - scenario.n_events, truth.size)
+        fires = data.counts[ANY][:, events].toarray()
+        after = data.is_after
+        realised.append(fires[after].mean(axis=0) - fires[~after].mean(axis=0))
+        assert np.isnan(truth[events]).all()
+    planted = any_truth[-scenario.n_events :]
+    assert np.allclose(planted, [0.3, -0.3, 0.3, -0.3])
+    assert (any_truth[: scenario.n_text + scenario.n_tool] == 0).all()  # nothing else planted: null 'any' rows
+    assert np.abs(np.mean(realised, axis=0) - planted).max() < 0.08
