@@ -29,6 +29,7 @@ from scipy import stats
 
 from engine.deltas import ANY, DiscoveryCounts, compute_deltas
 from engine.progress import NullProgress
+from engine.stats.design import task_onehot
 from engine.stats.fdr import family_qvalues
 
 N_TOOLS = 3  # tools the structural (tool-call) features are about, one feature family per tool
@@ -103,22 +104,15 @@ def _cell_sizes(scenario: Scenario, task_effect: np.ndarray, rng: np.random.Gene
     return np.maximum(sizes, 1)
 
 
-def _events(scenario: Scenario, rng: np.random.Generator, task_effect: np.ndarray, task: np.ndarray,
-            is_after: np.ndarray, factor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """(n_rollouts, n_events) 0/1 event features (one firing text segment when 1) and each one's planted shift
-    in the share of rollouts (alternating signs; rates near 0 or 1 are clipped, so the realised shift can be a
-    little smaller: the sign is what power counts)."""
-    k, g, n = scenario.n_events, scenario.n_tasks, task.size
-    logit = (
-        rng.normal(0, 0.5, k)
-        + 0.8 * task_effect[task][:, None]
-        + rng.normal(0, 0.5, (g, k))[task]
-        + scenario.factor_loading * factor[:, None]
-        + rng.normal(0, 0.6, (n, k))
-    )
-    shift = scenario.event_shift * np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
+def _events(
+    scenario: Scenario, logit: np.ndarray, is_after: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(n_rollouts, n_events) 0/1 event features (one firing text segment when 1) from their (n_rollouts,
+    n_events) `logit`, and each one's planted shift in the share of rollouts (alternating signs; rates near 0 or
+    1 are clipped, so the realised shift can be a little smaller: the sign is what power counts)."""
+    shift = scenario.event_shift * np.where(np.arange(scenario.n_events) % 2 == 0, 1.0, -1.0)
     prob = np.clip(1 / (1 + np.exp(-logit)) + is_after[:, None] * shift, 0, 1)
-    return (rng.random((n, k)) < prob).astype(float), shift
+    return (rng.random(logit.shape) < prob).astype(float), shift
 
 
 def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCounts, np.ndarray, np.ndarray]:
@@ -142,16 +136,19 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCou
     new_calls = rng.binomial(messages, scenario.new_tool_share * is_after)
     factor = rng.normal(0, 1, n)  # a rollout-level factor every feature loads on: correlated features
 
-    def probabilities(n_features: int) -> np.ndarray:
-        base = rng.normal(-1.5, 0.7, n_features)
-        logit = (
+    def logits(base: np.ndarray) -> np.ndarray:
+        """(n, features) firing logits around each feature's `base`: task, task-feature, shared-factor and
+        rollout-feature effects."""
+        return (
             base
             + 0.8 * task_effect[task][:, None]
-            + rng.normal(0, 0.5, (g, n_features))[task]
+            + rng.normal(0, 0.5, (g, base.size))[task]
             + scenario.factor_loading * factor[:, None]
-            + rng.normal(0, 0.6, (n, n_features))
+            + rng.normal(0, 0.6, (n, base.size))
         )
-        prob = 0.6 / (1 + np.exp(-logit))
+
+    def probabilities(n_features: int) -> np.ndarray:
+        prob = 0.6 / (1 + np.exp(-logits(rng.normal(-1.5, 0.7, n_features))))
         planted = is_after[:, None] & (np.arange(n_features) < scenario.n_shifted)
         return prob + scenario.shift * planted
 
@@ -172,7 +169,7 @@ def simulate(scenario: Scenario, rng: np.random.Generator) -> tuple[DiscoveryCou
     text = np.hstack([text_counts, np.zeros((n, m - scenario.n_text))])
     event_shift = np.zeros(0)
     if scenario.n_events:
-        events, event_shift = _events(scenario, rng, task_effect, task, is_after, factor)
+        events, event_shift = _events(scenario, logits(rng.normal(0, 0.5, scenario.n_events)), is_after, rng)
         text[:, m - scenario.n_events :] = events
     tool = per_tool.sum(axis=0)
     support = (per_tool.sum(axis=1) > 0).astype(float)
@@ -261,11 +258,9 @@ def _cmh_p(counts: np.ndarray, totals: np.ndarray, task: np.ndarray, is_after: n
     """Two-sided Cochran-Mantel-Haenszel p-value per column of (n_rollouts, k) `counts` out of `totals`, strata
     the tasks, the rollouts' segments pooled: each segment an independent unit."""
 
-    def per_task(x: np.ndarray) -> np.ndarray:
-        return np.stack([np.bincount(task, weights=col, minlength=task.max() + 1) for col in x.T], axis=1)
-
-    fired_after, n_after = per_task(counts * is_after[:, None]), per_task(totals * is_after[:, None])
-    fired, n = per_task(counts), per_task(totals)
+    onehot = task_onehot(task, int(task.max()) + 1)
+    fired_after, n_after = onehot @ (counts * is_after[:, None]), onehot @ (totals * is_after[:, None])
+    fired, n = onehot @ counts, onehot @ totals
     with np.errstate(invalid="ignore", divide="ignore"):
         expected = np.where(n > 0, n_after * fired / n, 0.0)
         variance = np.where(n > 1, n_after * (n - n_after) * fired * (n - fired) / (n**2 * (n - 1)), 0.0)
@@ -364,7 +359,7 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
             if result.planted.get(family) and family in result.reference_null:
                 reference_power = _share(result.reference_found[family], result.planted.get(family, 0))
                 reference_size = _share(result.reference_null_p05[family], result.reference_null[family])
-                what += f" (segments as independent units: power {reference_power}, size {reference_size})"
+                what += f" (independent units: power {reference_power}, size {reference_size})"
         lines.append(f"  {family:<11} {what}  coverage {cover} (>= 94% from 10 tasks)")
     return lines
 

@@ -5,8 +5,8 @@
 The real pair is grok-3 on tau2 airline, 4 tasks x 4 trials a side, standard against tighter hand-off policy
 (`shared/data/tau2-grok3-policy`): the transfer tool goes from 5 of 16 rollouts to 0 of 16. Issue 12 asks that a
 hand-off change from 81% to 25% of rollouts (13 of 16 to 4 of 16) at least top the exploratory list of such a
-study. This bench runs the pipeline up to the deltas stage (reader, SAE, structural, concept and lexical-free
-features; `rldiff compare --llm none` defaults) on:
+study. This bench runs the split and features stages (reader, SAE, structural and concept features; `rldiff
+compare --llm none` defaults), then the deltas stage's whole-study statistics for the ranking, on:
 - the real pair, unmodified (the baseline of the same run);
 - for each seed, the real pair with hand-offs planted into rollouts that had none, until `--before` of the 16
   standard and `--after` of the 16 tighter rollouts hand off. A planted hand-off is what grok-3 writes when it
@@ -51,6 +51,12 @@ TRANSFER = "transfer_to_human_agents"
 
 def hands_off(simulation: dict[str, Any]) -> bool:
     return any(call["name"] == TRANSFER for m in simulation["messages"] for call in m.get("tool_calls") or [])
+
+
+def handoff_share(path: Path) -> str:
+    """'k of n': the file's rollouts that hand off, of all."""
+    simulations = json.loads(path.read_text())["simulations"]
+    return f"{sum(map(hands_off, simulations))} of {len(simulations)}"
 
 
 def real_summaries(folder: Path) -> dict[str, list[str]]:
@@ -106,11 +112,12 @@ def planted_file(source: Path, target: int, seed: int, summaries: dict[str, list
 
 
 def ranking(before: Path, after: Path, store_path: Path, config: AnalyzeConfig) -> list[dict[str, object]]:
-    """The whole-study exploratory ranking, every tested row, of the pair after the deltas stage."""
+    """The whole-study exploratory ranking, every tested row, of the pair (the stages up to the features: the
+    ranking is the deltas stage's whole-study statistics, computed here once for every row)."""
     with Store(store_path) as store:
         ingest_file(store, before, "before")
         ingest_file(store, after, "after")
-        analyze(store, config, until="deltas")
+        analyze(store, config, until="features")
         config = resolve_checkpoints(store, config)
         rows = exploratory_ranking(store, config, np.random.default_rng(config.seed), top=None)
         labels = dict(store.execute("SELECT feature_id, coalesce(label, '') FROM features").fetchall())
@@ -143,21 +150,17 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="rldiff-small-study-"))
     summaries = real_summaries(args.data)
     config = AnalyzeConfig(llm="none")
-    data = args.data
-    studies: list[tuple[str, Path, Path]] = [("real pair (5 -> 0 of 16)", data / PAIR[0], data / PAIR[1])]
+    studies: list[tuple[str, Path, Path]] = [("real pair", args.data / PAIR[0], args.data / PAIR[1])]
     for seed in (int(s) for s in args.seeds.split(",")):
         folder = work / f"seed-{seed}"
         folder.mkdir(parents=True, exist_ok=True)
-        studies.append(
-            (
-                f"planted {args.before} -> {args.after} of 16, seed {seed}",
-                planted_file(data / PAIR[0], args.before, seed, summaries, folder / "before.json"),
-                planted_file(data / PAIR[1], args.after, seed + 1000, summaries, folder / "after.json"),
-            )
-        )
+        before = planted_file(args.data / PAIR[0], args.before, seed, summaries, folder / "before.json")
+        after = planted_file(args.data / PAIR[1], args.after, seed + 1000, summaries, folder / "after.json")
+        studies.append((f"planted, seed {seed}", before, after))
     for n, (title, before, after) in enumerate(studies):
         start = time.perf_counter()
         rows = ranking(before, after, work / f"study-{n}.duckdb", config)
+        title = f"{title} ({handoff_share(before)} -> {handoff_share(after)})"
         print("\n".join(report(title, rows, time.perf_counter() - start)), flush=True)
 
 
