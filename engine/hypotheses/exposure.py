@@ -1,18 +1,22 @@
 """Held-out evidence shown to a person, and what it makes of the hypotheses they write afterwards.
 
 A hypothesis written after reading held-out examples is no longer tested on data it was not drawn from: the
-person may have phrased it to fit what they saw. Every display of held-out labelled examples (`rldiff
-hypothesis show`, the TUI's held-out examples key, the MCP `get_hypothesis` tool asked for examples, a report
-with examples) and every held-out rollout read (the TUI's transcript, MCP `read_rollout` and `read_segment`) is
-logged in `heldout_views`; a user hypothesis added after the first view is marked exploratory: still tested and counted
-in the held-out family's BH, shown with its numbers, never 'validated' (docs/statistics.md, "No leaks").
+person may have phrased it to fit what they saw. Logged in `heldout_views`: every display of held-out labelled
+examples (`rldiff hypothesis show`, the TUI's held-out examples key, the MCP `get_hypothesis` tool asked for
+examples, a report with examples), every held-out rollout read (the TUI's transcript, MCP `read_rollout` and
+`read_segment`) and every showing of a small study's whole-study exploratory ranking (`show_exploratory`). A
+user hypothesis added after the first view is marked exploratory: still tested and counted in the held-out
+family's BH, shown with its numbers, never 'validated' (docs/statistics.md, "No leaks").
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from engine.store.queries.base import Connection
+from engine.store.queries.features import feature_labels
+from engine.store.queries.overview import study_summary
 from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp", "report")
@@ -23,6 +27,19 @@ def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = N
     if via not in VIAS:
         raise ValueError(f"via must be one of {VIAS}, not {via!r}")
     record_view(con, datetime.now(UTC).replace(tzinfo=None), via, hypothesis_id)
+
+
+def show_exploratory(con: Connection, via: str) -> list[dict[str, Any]]:
+    """A small study's whole-study exploratory ranking (the deltas stage's rows, each with its feature's
+    `label`), logging a held-out view when there is a row to show: the ranking includes held-out rollouts.
+    [] when the study is not small or the ranking was not made."""
+    summary = study_summary(con)
+    rows = summary.exploratory if summary.small_study_notice() else []
+    if not rows:
+        return []
+    record_heldout_view(con, via)
+    labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
+    return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
 
 
 def first_heldout_view(con: Connection) -> datetime | None:

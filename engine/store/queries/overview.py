@@ -35,6 +35,15 @@ class StageStatus:
     metrics: dict[str, Any]
 
 
+EXPLORATORY_TITLE = "Exploratory ranking, whole study"
+# How the ranking is ordered (engine.deltas.ranking), said wherever it is shown: a reader who sees a family's
+# second row below another family's best must know why.
+EXPLORATORY_RULE = (
+    "not validated: these rows include the held-out rollouts and share data with every test. Within each family "
+    "the largest credible change comes first (its 95% interval's distance from 0); the families take turns"
+)
+
+
 @dataclass(frozen=True)
 class StudySummary:
     checkpoints: list[CheckpointSummary]
@@ -68,6 +77,18 @@ class StudySummary:
             f"Small study: {self.split_warning or 'rollouts are split within task'}. Rankings over the whole "
             "study are exploratory, never validated; a hypothesis is confirmed only on the fold of rollouts it "
             "was not drafted on"
+        )
+
+    def exploratory_pointer(self, how: str) -> str:
+        """Where a small study's whole-study ranking is (`how`: the command or key that shows it), else ''.
+
+        The ranking includes the held-out rollouts, so it is shown only on request and the showing is logged
+        (docs/statistics.md, "No leaks")."""
+        if not (self.small_study_notice() and self.exploratory):
+            return ""
+        return (
+            f"An exploratory ranking of the whole study is ready: {how}. It includes the held-out rollouts, so "
+            "showing it is logged and hypotheses you add afterwards are exploratory"
         )
 
     def stale_notice(self, store: str = "STORE") -> str:
