@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich import box
@@ -13,6 +13,7 @@ from rich.text import Text
 from engine.kinds import SEGMENT_KINDS
 from engine.safe_text import clean, line
 from engine.store.queries import StudySummary
+from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 if TYPE_CHECKING:
     from engine.hypotheses.calibration import Calibration
@@ -54,23 +55,17 @@ def summary_table(summary: StudySummary, path: str) -> Table:
     return table
 
 
-def exploratory_table(summary: StudySummary, labels: dict[int, str], width: int, top: int = 10) -> Table | None:
-    """The strongest whole-study changes of a small study (`labels`: feature_id -> label), titled exploratory
-    (never validated); None when the study is not small or the ranking was not made."""
-    rows = summary.exploratory[:top]
-    if not summary.small_study_notice() or not rows:
-        return None
-    table = Table(
-        title="Exploratory ranking, whole study (not validated: these rows share data with every test)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
+def exploratory_table(rows: list[dict[str, Any]], width: int, top: int = 10) -> Table:
+    """The first `top` rows of a small study's whole-study ranking (`engine.hypotheses.exposure.show_exploratory`),
+    titled exploratory (never validated) and captioned with how they are ordered."""
+    table = Table(title=EXPLORATORY_TITLE, title_justify="left", caption=EXPLORATORY_RULE + ".", box=box.SIMPLE_HEAD)
+    table.caption_justify = "left"
     numbers = (("kind", 9), ("family", 10), ("before", 6), ("after", 6), ("Δ pts", 6), ("p", 7))
     label_width = _label_column(table, numbers, width)
-    for r in rows:
+    for r in rows[:top]:
         p = "–" if r.get("p_value") is None else f"{r['p_value']:.2g}"
         table.add_row(
-            label_text(labels.get(r["feature_id"]) or str(r.get("name")), label_width),
+            label_text(str(r.get("label")), label_width),
             str(r.get("kind")),
             str(r.get("family")),
             _pct(r.get("prevalence_before")),

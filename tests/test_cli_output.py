@@ -100,25 +100,44 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
     assert any(line.endswith("evil next") for line in text.splitlines())
 
 
-def test_a_small_study_says_so_up_front_with_its_exploratory_ranking(
-    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_request(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The demo pair shares 4 tasks, so the split is within task: `rldiff info` prints the split stage's
-    small-study notice and the deltas stage's whole-study ranking under a title that says it is not validated;
-    the same study marked as split by task shows neither."""
-    with Store(study, read_only=True) as store:
+    small-study notice and where the whole-study ranking is, not the ranking: it includes held-out rollouts.
+    `--exploratory` shows it under a title that says it is not validated and how it is ordered, and logs a
+    held-out view (in the JSON too); the same study marked as split by task has no ranking to show."""
+    path = Path(shutil.copy(study, tmp_path / "small.duckdb"))
+    with Store(path, read_only=True) as store:
         assert store.meta("split_mode") == "rollout"
         warning = store.meta("split_warning")
         top = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'deltas'"))["exploratory"]
         label = store.scalar("SELECT label FROM features WHERE feature_id = ?", [top[0]["feature_id"]])
-    text = " ".join(run(monkeypatch, "info", str(study), width=120).split())
+
+    def views() -> int:
+        with Store(path, read_only=True) as store:
+            return int(store.scalar("SELECT count(*) FROM heldout_views"))
+
+    text = " ".join(run(monkeypatch, "info", str(path), width=120).split())
     assert f"Small study: {warning}" in text and "exploratory, never validated" in text
-    assert "Exploratory ranking, whole study (not validated" in text
-    assert " ".join(label.split())[:12] in text
+    assert f"`rldiff info {path} --exploratory` shows it" in text
+    assert "Exploratory ranking" not in text and " ".join(label.split())[:12] not in text
+    capsys.readouterr()
+    assert cli.main(["info", str(path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert all("exploratory" not in stage["metrics"] for stage in summary["stages"]) and views() == 0
+    text = " ".join(run(monkeypatch, "info", str(path), "--exploratory", width=120).split())
+    assert "Exploratory ranking, whole study" in text and "not validated: these rows include the held-out" in text
+    assert "the families take turns" in text and " ".join(label.split())[:12] in text and views() == 1
+    assert cli.main(["info", str(path), "--json", "--exploratory"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [r["feature_id"] for r in shown["exploratory"]] == [r["feature_id"] for r in top] and views() == 2
+    assert shown["exploratory"][0]["label"] == label
     by_task = Path(shutil.copy(study, tmp_path / "by-task.duckdb"))
     with Store(by_task) as store:
         store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
         store.execute("INSERT INTO meta VALUES ('split_mode', 'task')")
         store.execute("UPDATE runs SET metrics = json_object() WHERE stage = 'deltas'")
     text = " ".join(run(monkeypatch, "info", str(by_task), width=120).split())
-    assert "Small study" not in text and "Exploratory ranking" not in text
+    assert "Small study" not in text and "exploratory" not in text
+    assert cli.main(["info", str(by_task), "--exploratory"]) == 2

@@ -25,6 +25,7 @@ from tests.sample_study import AFTER, BEFORE
 
 READ_TOOLS = {
     "study_summary",
+    "exploratory_ranking",
     "list_deltas",
     "get_feature",
     "list_clusters",
@@ -109,6 +110,29 @@ async def test_study_summary_matches_the_store(study: Path) -> None:
     assert summary["clusters"] == sql(study, "SELECT count(*) FROM clusters")[0][0] > 0
     assert summary["hypotheses_by_status"] == dict(sql(study, "SELECT status, count(*) FROM hypotheses GROUP BY 1"))
     assert [s["stage"] for s in summary["stages"]] == ["split", "features", "deltas", "clusters"]
+
+
+async def test_exploratory_ranking_of_a_small_study_is_logged_held_out_evidence(study: Path) -> None:
+    """The demo pair shares 4 tasks: study_summary says it is small and where the whole-study ranking is; the
+    tool returns the deltas stage's rows with labels and the ordering rule, and logs a held-out view (the ranking
+    includes held-out rollouts). Split by task, there is no ranking: a clear error, nothing logged."""
+    stored = json.loads(sql(study, "SELECT metrics FROM runs WHERE stage = 'deltas'")[0][0])["exploratory"]
+    async with Client(build_server(study)) as client:
+        summary = await call(client, "study_summary")
+        assert summary["small_study"].startswith("Small study: only 4 tasks")
+        assert "the exploratory_ranking tool shows it" in summary["exploratory_ranking"]
+        assert sql(study, "SELECT count(*) FROM heldout_views")[0][0] == 0
+        ranking = await call(client, "exploratory_ranking", limit=5)
+    assert [r["feature_id"] for r in ranking["rows"]] == [r["feature_id"] for r in stored[:5]]
+    assert all(r["status"] == "exploratory" and r["label"] for r in ranking["rows"])
+    assert "families take turns" in ranking["rule"]
+    assert sql(study, "SELECT via FROM heldout_views") == [("mcp",)]
+    with Store(study) as store:
+        store.execute("UPDATE meta SET value = 'task' WHERE key = 'split_mode'")
+    async with Client(build_server(study)) as client:
+        assert (await call(client, "study_summary"))["exploratory_ranking"] is None
+        assert "no exploratory ranking" in await error(client, "exploratory_ranking")
+    assert sql(study, "SELECT count(*) FROM heldout_views")[0][0] == 1
 
 
 async def test_list_deltas_filters_sorts_and_pages(study: Path) -> None:
@@ -524,6 +548,7 @@ async def test_every_read_tool_on_a_full_store_with_hostile_text(sample_study_co
         texts = {}
         for tool, args in [
             ("study_summary", {}),
+            ("exploratory_ranking", {"limit": 20}),
             ("list_deltas", {"source": "sae", "limit": 5}),
             ("get_feature", {"feature_id": sae_feature}),
             ("list_clusters", {}),

@@ -109,3 +109,32 @@ def test_a_report_with_heldout_examples_logs_the_view(study, tmp_path: Path) -> 
     with Store(store.path, read_only=True) as read_only, pytest.raises(InputError, match="open the store for writing"):
         write_report(read_only, tmp_path / "again.md")
     assert not (tmp_path / "again.md").exists()
+
+
+def test_a_small_studys_report_shows_its_exploratory_ranking_and_logs_it(
+    sample_study_copy: Path, tmp_path: Path
+) -> None:
+    """The demo pair is a small study: both formats show its whole-study ranking after the validated findings,
+    titled never validated with its ordering rule, labels escaped; showing it is held-out evidence, so the
+    report logs a view even with no example shown. Split by task, the same study's report has no such section."""
+    from engine.store import Store
+    from engine.store.queries import exploratory_ranking
+
+    with Store(sample_study_copy) as store:
+        con = store.cursor()
+        con.execute("DELETE FROM hypotheses")  # no finding, so no example: the ranking alone is held-out evidence
+        top = exploratory_ranking(con)[0]
+        con.execute(
+            "UPDATE features SET label = ? WHERE feature_id = ?", [f"{top['label']} {HOSTILE}", top["feature_id"]]
+        )
+        text = write_report(store, tmp_path / "r.md").read_text()
+        page = write_report(store, tmp_path / "r.html").read_text()
+        assert store.execute("SELECT via FROM heldout_views").fetchall() == [("report",), ("report",)]
+        section = text.split("## Exploratory ranking, whole study (top 10)")[1].split("\n## ")[0]
+        assert "not validated: these rows include the held-out rollouts" in section
+        rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+        assert len(rows) == 10 and "&lt;script&gt;" in rows[0] and "<script>" not in text
+        assert text.index("## Validated findings") < text.index("## Exploratory ranking")
+        assert "Exploratory ranking, whole study (top 10)</h2>" in page and "<script>" not in page
+        store.execute("UPDATE meta SET value = 'task' WHERE key = 'split_mode'")
+        assert "Exploratory ranking" not in write_report(store, tmp_path / "task.md").read_text()

@@ -124,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("info", cmd_info, "print the study summary")
     p.add_argument("store")
     p.add_argument("--json", action="store_true", help="as JSON, for scripts")
+    p.add_argument(
+        "--exploratory",
+        action="store_true",
+        help="a small study's whole-study ranking (it includes held-out rollouts: the showing is logged, and "
+        "hypotheses you add afterwards are exploratory)",
+    )
 
     p = command("deltas", cmd_deltas, "print the ranked deltas (most significant first)")
     p.add_argument("store")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,27 +72,50 @@ def reasoning_line(result: IngestResult) -> str:
 
 
 def print_summary(store: Store) -> None:
-    from engine.console import exploratory_table, summary_table
-    from engine.store.queries import feature_labels, study_summary
+    """The study table, and in a small study where its whole-study ranking is (shown only on request)."""
+    from rich.text import Text
+
+    from engine.console import summary_table
+    from engine.store.queries import study_summary
 
     summary = study_summary(store.cursor())
     output.out.print(summary_table(summary, str(store.path)))
-    labels = feature_labels(store.cursor(), [r["feature_id"] for r in summary.exploratory])
-    if (table := exploratory_table(summary, labels, output.out.width)) is not None:
-        output.out.print(table)
+    if pointer := summary.exploratory_pointer(f"`rldiff info {store.path} --exploratory` shows it"):
+        output.out.print(Text(safe_text.clean(pointer) + "."))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     from engine.store import Store
+    from engine.store.queries import study_summary
 
-    with Store(output.existing(args.store), read_only=True) as store:
+    # --exploratory shows held-out evidence and logs it, so the store is opened for writing then only
+    with Store(output.existing(args.store), read_only=not args.exploratory) as store:
+        rows = exploratory_rows(store) if args.exploratory else []
         if args.json:
-            from engine.store.queries import study_summary
-
-            output.print_json(study_summary(store.cursor()))
+            summary = study_summary(store.cursor())
+            for stage in summary.stages:  # the ranking is held-out evidence: in the JSON only when asked for
+                stage.metrics.pop("exploratory", None)
+            output.print_json({**dataclasses.asdict(summary), "exploratory": rows} if args.exploratory else summary)
         else:
             print_summary(store)
+            if rows:
+                from engine.console import exploratory_table
+
+                output.out.print(exploratory_table(rows, output.out.width))
     return 0
+
+
+def exploratory_rows(store: Store) -> list[dict[str, object]]:
+    """The small study's whole-study ranking, its showing logged (`show_exploratory`); an error if there is none."""
+    from engine.hypotheses.exposure import show_exploratory
+
+    rows = show_exploratory(store.cursor(), "cli")
+    if not rows:
+        raise InputError(
+            f"{store.path}: no exploratory ranking: it is made for small studies (split within task) by the "
+            f"deltas stage; `rldiff deltas {store.path}` ranks the discovery deltas"
+        )
+    return rows
 
 
 def analyze_config(args: argparse.Namespace) -> AnalyzeConfig:

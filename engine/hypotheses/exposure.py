@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.store.queries.base import Connection
-from engine.store.queries.features import feature_labels
-from engine.store.queries.overview import study_summary
+from engine.store.queries.overview import exploratory_ranking
 from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp", "report")
@@ -30,16 +29,12 @@ def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = N
 
 
 def show_exploratory(con: Connection, via: str) -> list[dict[str, Any]]:
-    """A small study's whole-study exploratory ranking (the deltas stage's rows, each with its feature's
-    `label`), logging a held-out view when there is a row to show: the ranking includes held-out rollouts.
-    [] when the study is not small or the ranking was not made."""
-    summary = study_summary(con)
-    rows = summary.exploratory if summary.small_study_notice() else []
-    if not rows:
-        return []
-    record_heldout_view(con, via)
-    labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
-    return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
+    """A small study's whole-study ranking (`exploratory_ranking`), logging a held-out view when it has a row
+    to show: the ranking includes held-out rollouts."""
+    rows = exploratory_ranking(con)
+    if rows:
+        record_heldout_view(con, via)
+    return rows
 
 
 def first_heldout_view(con: Connection) -> datetime | None:

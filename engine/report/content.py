@@ -23,6 +23,7 @@ TOP_DELTAS = 15
 TOP_CLUSTERS = 10
 EXAMPLES = 2
 TOP_SENTENCE_FEATURES = 8
+TOP_EXPLORATORY = 10
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,13 @@ class ReportContent:
     llm_cost: float = 0.0
     sentence_features: list[SentenceFeature] = field(default_factory=list)  # concepts and groups, with sentences
     calibrations: dict[int, dict[str, Any]] = field(default_factory=dict)  # hypothesis_id -> stored calibration
+    # a small study's whole-study ranking (it includes held-out rollouts: a report showing it logs the view)
+    exploratory: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def shows_heldout(self) -> bool:
+        """Whether the report shows held-out evidence (examples of findings, the whole-study ranking)."""
+        return any(self.examples.values()) or bool(self.exploratory)
 
 
 def gather(store: Store) -> ReportContent:
@@ -56,6 +64,7 @@ def gather(store: Store) -> ReportContent:
         llm_cost=total_cost(con),
         sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
         calibrations={k: v for k, v in calibrations.items() if v is not None},
+        exploratory=queries.exploratory_ranking(con)[:TOP_EXPLORATORY],
     )
 
 

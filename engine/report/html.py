@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
+from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;width:100%;margin:.5em 0 1.5em}td,th{border-bottom:1px solid #ddd;padding:4px 6px;
@@ -19,6 +21,30 @@ margin:.3em 0;white-space:pre-wrap}.muted{color:#666}"""
 def h(text: object, limit: int = 600) -> str:
     """Escape anything shown (transcript text included) after stripping control characters."""
     return escape(clean(str(text), limit)) if text is not None else ""
+
+
+def _axis(values: Iterable[float | None]) -> float:
+    """The half-width of a table's delta axis: its largest |value| (0.1 when it has none)."""
+    return max([abs(x) for x in values if x is not None] or [0.1])
+
+
+def _exploratory(content: ReportContent) -> list[str]:
+    """A small study's whole-study ranking, titled and captioned as never validated ([] when there is none)."""
+    if not content.exploratory:
+        return []
+    parts = [
+        f"<h2>{h(EXPLORATORY_TITLE)} (top {len(content.exploratory)})</h2><p class='muted'>{h(EXPLORATORY_RULE)}.</p>"
+        "<table><tr><th>feature</th><th>kind</th><th>family</th><th>before</th><th>after</th><th>delta (pts)</th>"
+        "<th></th><th>p</th></tr>"
+    ]
+    span = _axis(r[k] for r in content.exploratory for k in ("ci_low", "ci_high", "delta"))
+    for r in content.exploratory:
+        parts.append(
+            f"<tr><td>{h(r['label'])}</td><td>{h(r['kind'])}</td><td>{h(r['family'])}</td>"
+            f"<td>{pct(r['prevalence_before'])}</td><td>{pct(r['prevalence_after'])}</td><td>{pts(r['delta'])}</td>"
+            f"<td>{delta_dot(r['delta'], r['ci_low'], r['ci_high'], span)}</td><td>{q_text(r['p_value'])}</td></tr>"
+        )
+    return [*parts, "</table>"]
 
 
 def render_html(content: ReportContent) -> str:
@@ -63,6 +89,7 @@ def render_html(content: ReportContent) -> str:
                 f"{h(pre)}<mark>{h(hit)}</mark>{h(post)}</div>"
             )
         parts.append("</div>")
+    parts += _exploratory(content)
     parts.append(
         f"<h2>Rejected, inconclusive and exploratory ({len(content.others)})</h2><table><tr><th>id</th>"
         "<th>statement</th><th>status</th><th>why</th><th>decision</th></tr>"
@@ -79,7 +106,7 @@ def render_html(content: ReportContent) -> str:
             lines = "<br>".join(h(x) for x in calibration_lines(calibration))
             parts.append(f"<li>Hypothesis {hypothesis_id}: {lines}</li>")
         parts.append("</ul>")
-    span = max([abs(x) for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta) if x is not None] or [0.1])
+    span = _axis(x for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta))
     parts.append(
         "<h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
         "<th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q (in family)</th></tr>"

@@ -9,6 +9,7 @@ from engine.hypotheses.calibration_record import calibration_lines
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
 from engine.store.queries import HypothesisRow
+from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 EXCERPT = 240
 
@@ -53,6 +54,27 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
     return [*lines, ""]
 
 
+def _exploratory(content: ReportContent) -> list[str]:
+    """A small study's whole-study ranking, titled and captioned as never validated ([] when there is none)."""
+    if not content.exploratory:
+        return []
+    lines = [
+        f"## {EXPLORATORY_TITLE} (top {len(content.exploratory)})",
+        "",
+        f"{md(EXPLORATORY_RULE, 600)}.",
+        "",
+        "| feature | kind | family | before | after | delta (pts) | 95% CI | p |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in content.exploratory:
+        lines.append(
+            f"| {md(str(r['label']), 80)} | {md(str(r['kind']))} | {md(str(r['family']))} | "
+            f"{pct(r['prevalence_before'])} | {pct(r['prevalence_after'])} | {pts(r['delta'])} | "
+            f"[{pts(r['ci_low'])}, {pts(r['ci_high'])}] | {q_text(r['p_value'])} |"
+        )
+    return [*lines, ""]
+
+
 def render_markdown(content: ReportContent) -> str:
     s = content.summary
     out = [
@@ -79,6 +101,7 @@ def render_markdown(content: ReportContent) -> str:
         out += ["No hypothesis was validated on the held-out split.", ""]
     for h in content.validated:
         out += _finding(h, content)
+    out += _exploratory(content)
     out += [
         f"## Rejected, inconclusive and exploratory ({len(content.others)})",
         "",

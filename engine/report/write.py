@@ -14,18 +14,18 @@ from engine.store import Store
 
 def write_report(store: Store, path: str | Path) -> Path:
     """`rldiff report STORE -o PATH`: Markdown for .md, self-contained HTML for .html/.htm. A report that
-    shows held-out examples logs a held-out view (so `store` is opened for writing then): hypotheses written
-    after reading it are exploratory."""
+    shows held-out evidence (examples of findings, a small study's whole-study ranking) logs a held-out view (so
+    `store` is opened for writing then): hypotheses written after reading it are exploratory."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".md", ".markdown", ".html", ".htm"):
         raise InputError(f"{path}: the report is written as .md or .html")
     content = gather(store)
     text = render_html(content) if suffix in (".html", ".htm") else render_markdown(content)
-    if any(content.examples.values()):
+    if content.shows_heldout:
         if store.read_only:
             raise InputError(
-                f"{store.path}: the report shows held-out examples, and showing them is logged: "
+                f"{store.path}: the report shows held-out evidence, and showing it is logged: "
                 "open the store for writing"
             )
         record_heldout_view(store.cursor(), "report")

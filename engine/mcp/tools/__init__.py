@@ -31,6 +31,7 @@ class StudyTools(FindingTools, HypothesisTools, RolloutTools, QueryTools):
         """Every tool, with its annotations: read tools are marked read-only; writes are additive."""
         reads: list[Callable[..., str]] = [
             self.study_summary,
+            self.exploratory_ranking,
             self.list_deltas,
             self.get_feature,
             self.list_clusters,

@@ -12,6 +12,7 @@ from engine.kinds import DeltaKind, DeltaSort, Direction, Source
 from engine.mcp.results import to_json
 from engine.mcp.tools.base import Id, Limit, MaxChars, Offset, ToolGroup, page_json, segment_json
 from engine.store import queries
+from engine.store.queries.overview import EXPLORATORY_RULE
 
 
 class FindingTools(ToolGroup):
@@ -56,11 +57,31 @@ class FindingTools(ToolGroup):
                 "hypotheses_by_status": counts.hypotheses_by_status,
                 "decisions": counts.decisions,
                 "stale": summary.stale_notice() or None,
+                "small_study": summary.small_study_notice() or None,
+                "exploratory_ranking": summary.exploratory_pointer("the exploratory_ranking tool shows it") or None,
                 "stages": [
                     {"stage": st.stage, "status": st.status, "finished_at": st.finished_at} for st in summary.stages
                 ],
             }
         )
+
+    def exploratory_ranking(self, limit: Annotated[int, Field(ge=1, le=20, description="rows to return")] = 20) -> str:
+        """Small studies only (fewer than 10 shared tasks, split within task; study_summary's small_study says
+        so): the whole study's largest credible changes, both folds pooled, the first `limit` of the deltas
+        stage's 20. Within each family the row whose 95% interval lies farthest from 0 comes first, and the
+        families take turns. Exploratory: never validated, and it includes held-out rollouts, so calling this
+        writes a log entry (`heldout_views`) and a hypothesis added afterwards is `exploratory` (tested and
+        counted, never validated). Errors on a study split by task, which has no such ranking."""
+        from engine.hypotheses.exposure import show_exploratory
+
+        with self.access.writing() as s:
+            rows = show_exploratory(s.con, "mcp")
+        if not rows:
+            raise InputError(
+                "no exploratory ranking: it is made for small studies (split within task); list_deltas ranks "
+                "the discovery deltas"
+            )
+        return to_json({"rule": EXPLORATORY_RULE, "rows": rows[:limit]})
 
     def list_deltas(
         self,

@@ -44,6 +44,7 @@ from engine.store.queries.overview import (
     analysis_counts,
     analysis_outcome,
     checkpoint_summaries,
+    exploratory_ranking,
     stage_statuses,
     study_summary,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "counterpart_rollouts",
     "delta_page",
     "example_sentence",
+    "exploratory_ranking",
     "feature_detail",
     "feature_labels",
     "has_heldout",

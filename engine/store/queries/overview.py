@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.store.queries.base import Connection, Executor, fetch_dicts, fetch_rows, fetchone, json_value
+from engine.store.queries.features import feature_labels
 from engine.store.queries.study import compared_checkpoints, meta_value
 
 
@@ -169,6 +170,16 @@ SHARED_TASKS = (
     "SELECT task_id FROM rollouts GROUP BY task_id HAVING count(DISTINCT checkpoint) = "
     "(SELECT count(*) FROM checkpoints)"
 )
+
+
+def exploratory_ranking(con: Connection) -> list[dict[str, Any]]:
+    """A small study's whole-study ranking (the deltas stage's rows, each with its feature's `label`); [] when
+    the study is not small or the ranking was not made. It includes held-out rollouts: a surface that shows
+    it logs the view (`engine.hypotheses.exposure.show_exploratory`)."""
+    summary = study_summary(con)
+    rows = summary.exploratory if summary.small_study_notice() else []
+    labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
+    return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
 
 
 def study_summary(con: Connection) -> StudySummary:
