@@ -155,7 +155,7 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
         after_view = lifecycle.add_hypothesis(s, "Apologies, seen on held-out", pattern=r"apologi[sz]e", kind="text")
         assert lifecycle.test_hypothesis(s, before_view).status == "validated"
         seen = lifecycle.test_hypothesis(s, after_view)
-        assert seen.status == "exploratory" and "held-out examples were shown" in seen.reason
+        assert seen.status == "exploratory" and "held-out evidence was shown" in seen.reason
         assert "The test said validated" in seen.reason and seen.q_value is not None
         assert after_view not in [h.hypothesis_id for h in queries.top_findings(s.cursor())]
         assert s.scalar("SELECT count(*) FROM heldout_tests WHERE statement = 'Apologies, seen on held-out'") == 1

@@ -373,7 +373,7 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
     assert detail["provenance"]["split"] == HELDOUT and detail["examples"]
     assert bare["examples"] == [] and views_before == 0 and views_after == [("mcp", hid)]  # asked for: logged
     assert detail["calibration"] is None  # never calibrated
-    assert seen["status"] == "exploratory" and "held-out examples were shown" in seen["reason"]
+    assert seen["status"] == "exploratory" and "held-out evidence was shown" in seen["reason"]
     for e in detail["examples"]:
         assert e["split"] == HELDOUT
         split, tool = sql(

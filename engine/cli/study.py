@@ -248,7 +248,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if Path(args.output).suffix.lower() not in (".md", ".html", ".htm"):
         raise InputError(f"-o {args.output}: expected a .md or .html file")
-    with Store(output.existing(args.store)) as store:  # writable: a report with held-out examples logs the view
+    with Store(output.existing(args.store)) as store:  # writable: a report with held-out evidence logs the view
         write_report(store, Path(args.output))
     output.err.print(f"wrote {args.output}", markup=False)
     return 0

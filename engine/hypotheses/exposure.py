@@ -48,6 +48,6 @@ def exploratory_note(con: Connection) -> str | None:
     if viewed_at is None:
         return None
     return (
-        f"exploratory: written after held-out examples were shown ({viewed_at:%Y-%m-%d %H:%M} UTC), so the "
+        f"exploratory: written after held-out evidence was shown ({viewed_at:%Y-%m-%d %H:%M} UTC), so the "
         "held-out split no longer tests it independently; counted in the family, never validated"
     )

@@ -189,7 +189,7 @@ def add_hypothesis(
     """`rldiff hypothesis add`: a regex verifier (`pattern`), an exemplar verifier (`like`: sentences a
     matching segment has one close to, within `min_similarity` cosine), each optionally for one segment
     `kind`, or an LLM judge question (`judge`). Returns the new hypothesis id; status stays 'proposed' until
-    tested. Added after held-out examples were shown (`heldout_views`), it is exploratory: never validated."""
+    tested. Added after held-out evidence was shown (`heldout_views`), it is exploratory: never validated."""
     if sum(x is not None for x in (pattern, judge, like)) != 1:
         raise InputError("give exactly one of --pattern REGEX, --like SENTENCE (repeatable) or --judge QUESTION")
     if kind is not None and kind not in KINDS:
