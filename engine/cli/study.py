@@ -71,8 +71,9 @@ def reasoning_line(result: IngestResult) -> str:
     return line
 
 
-def print_summary(store: Store) -> None:
-    """The study table, and in a small study where its whole-study ranking is (shown only on request)."""
+def print_summary(store: Store, *, pointer: bool = True) -> None:
+    """The study table, and (`pointer`) in a small study where its whole-study ranking is: it is shown only on
+    request."""
     from rich.text import Text
 
     from engine.console import summary_table
@@ -80,8 +81,9 @@ def print_summary(store: Store) -> None:
 
     summary = study_summary(store.cursor())
     output.out.print(summary_table(summary, str(store.path)))
-    if pointer := summary.exploratory_pointer(f"`rldiff info {store.path} --exploratory` shows it"):
-        output.out.print(Text(safe_text.clean(pointer) + "."))
+    where = summary.exploratory_pointer(f"`rldiff info {store.path} --exploratory` shows it")
+    if pointer and where:
+        output.out.print(Text(safe_text.clean(where) + "."))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -97,7 +99,7 @@ def cmd_info(args: argparse.Namespace) -> int:
                 stage.metrics.pop("exploratory", None)
             output.print_json({**dataclasses.asdict(summary), "exploratory": rows} if args.exploratory else summary)
         else:
-            print_summary(store)
+            print_summary(store, pointer=not rows)
             if rows:
                 from engine.console import exploratory_table
 
