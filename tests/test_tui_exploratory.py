@@ -13,6 +13,7 @@ from textual.widgets import Static
 from engine.safe_text import line
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 from tests.factories_tui import settle
+from tests.test_tui_app import another_process_holding
 from tui.app import RldiffApp
 from tui.screens.feature import FeatureScreen
 from tui.screens.overview import OverviewScreen
@@ -77,13 +78,15 @@ async def test_the_ranking_is_shown_on_request_and_the_showing_logged(store_path
         assert (app.screen.feature_id, app.screen.kind) == (ranking[1]["feature_id"], ranking[1]["kind"])
 
 
-async def test_a_study_split_by_task_shows_and_logs_nothing(store_path: Path) -> None:
+async def test_a_study_split_by_task_shows_and_logs_nothing(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ranking is still in the deltas run's metrics; a study marked split by task is not small, so the key
-    neither shows it nor logs a view."""
+    neither shows it nor logs a view, and says there is none."""
     with duckdb.connect(str(store_path)) as con:
         con.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
         con.execute("INSERT INTO meta VALUES ('split_mode', 'task')")
     app = RldiffApp(store_path)
+    notes: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **_: notes.append(message))
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert "exploratory ranking" not in shown(app, "#study")
@@ -91,6 +94,24 @@ async def test_a_study_split_by_task_shows_and_logs_nothing(store_path: Path) ->
         await settle(pilot)
         table = app.screen.query_one("#exploratory", RowTable)
         assert not table.display and table.row_count == 0
+    assert any("no exploratory ranking" in n for n in notes)
+    assert rows(store_path, "SELECT count(*) FROM heldout_views") == [(0,)]
+
+
+async def test_a_read_only_store_shows_nothing_it_cannot_log(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process reading the store keeps the app read-only: the view cannot be logged, so the ranking is
+    not shown, and the user is told why."""
+    app = RldiffApp(store_path, retry_seconds=60)
+    titles: list[str] = []
+    monkeypatch.setattr(app, "notify", lambda message, **kw: titles.append(kw.get("title", "")))
+    with another_process_holding(store_path, read_only=True):
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert app.store_status.mode == "read-only" and "press x" in shown(app, "#study")
+            await pilot.press("x")
+            await settle(pilot)
+            assert app.screen.query_one("#exploratory", RowTable).row_count == 0
+            assert titles == ["not saved"]
     assert rows(store_path, "SELECT count(*) FROM heldout_views") == [(0,)]
 
 
