@@ -66,7 +66,7 @@ async def test_the_ranking_is_shown_on_request_and_the_showing_logged(store_path
 
         await pilot.press("x")  # hides it again; nothing more is logged
         await settle(pilot)
-        assert not table.display
+        assert not table.display and "press x" in shown(app, "#study")
         await pilot.press("x")
         await settle(pilot)
         assert table.display and app.screen.focused is table

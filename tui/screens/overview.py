@@ -115,6 +115,12 @@ class OverviewScreen(RldiffScreen):
     def restyle(self) -> None:
         if not hasattr(self, "_summary"):
             return
+        self._fill_header()
+        self.query_one("#stages", Static).update(_stages_text(self._summary))
+        self._fill_findings(self._findings)
+        self._fill_exploratory()
+
+    def _fill_header(self) -> None:
         palette = self.palette
         summary = self._summary
         header = Text("Study  ", style="bold", end="")
@@ -126,14 +132,11 @@ class OverviewScreen(RldiffScreen):
             header.append(safe(summary.after, palette.after, max_chars=30))
         if summary.small_study_notice():
             header.append(f"\n{summary.small_study_notice()}.", style="bold yellow")
-        if self._exploratory is None and (pointer := self._exploratory_pointer()):
+        if not self.query_one("#exploratory", RowTable).display and (pointer := self._exploratory_pointer()):
             header.append(f"\n{pointer}.", style="yellow")
         header.append("\n")
         header.append_text(_summary_table(summary, palette.before, palette.after))
         self.query_one("#study", Static).update(header)
-        self.query_one("#stages", Static).update(_stages_text(summary))
-        self._fill_findings(self._findings)
-        self._fill_exploratory()
 
     def _fill_findings(self, findings: list[HypothesisRow]) -> None:
         table = self.query_one("#findings", RowTable)
@@ -172,13 +175,15 @@ class OverviewScreen(RldiffScreen):
             self.notify("This study has no exploratory ranking: only a small study's deltas stage makes one.")
             return
         self._exploratory = message.rows
-        self.restyle()
+        self._fill_exploratory()
         self._show_exploratory(True)
 
     def _show_exploratory(self, shown: bool) -> None:
         table = self.query_one("#exploratory", RowTable)
         self.query_one("#exploratory-title", Static).display = table.display = shown
         self.set_class(shown, "-exploratory")
+        if hasattr(self, "_summary"):
+            self._fill_header()  # its pointer to the ranking shows while the ranking does not
         (table if shown else self.query_one("#findings", RowTable)).focus()
 
     def _fill_exploratory(self) -> None:
