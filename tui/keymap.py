@@ -37,6 +37,7 @@ APP = [
 OVERVIEW = [
     _b("enter", "open_finding", "Open", "overview.open"),
     _b("r", "reload", "Reload", "overview.reload", show=False),
+    _b("x", "exploratory", "Exploratory ranking", "overview.exploratory", show=False),
 ]
 DELTAS = [
     _b("enter", "open_feature", "Open", "deltas.open"),
@@ -140,3 +141,12 @@ def keys_for(binding: Binding, keymap: dict[str, str], *, first: bool = False) -
     """The keys a binding answers to under `keymap`, as a user would type them (`first`: only the first)."""
     keys = keymap.get(binding.id or "", binding.key).split(",")
     return ",".join(_SHORT.get(k, k) for k in (keys[:1] if first else keys))
+
+
+def keys_for_id(binding_id: str, keymap: dict[str, str]) -> str:
+    """The first key the binding with id `binding_id` answers to under `keymap` (KeyError for an unknown id)."""
+    for group in GROUPS.values():
+        for binding in group:
+            if binding.id == binding_id:
+                return keys_for(binding, keymap, first=True)
+    raise KeyError(binding_id)

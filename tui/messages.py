@@ -47,6 +47,14 @@ class OverviewLoaded(Message):
 
 
 @dataclass
+class ExploratoryLoaded(Message):
+    """A small study's whole-study ranking, shown on request and logged as a held-out view
+    (engine.hypotheses.exposure.show_exploratory: rows with their feature's `label`; [] when there is none)."""
+
+    rows: list[dict[str, Any]]
+
+
+@dataclass
 class DeltaPageLoaded(Message):
     page: DeltaPage
     filter: DeltaFilter

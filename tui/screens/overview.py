@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,7 +13,7 @@ from textual.widgets import Static
 from engine.kinds import SEGMENT_KINDS
 from engine.safe_text import one_line, safe
 from tui import keymap
-from tui.messages import OverviewLoaded
+from tui.messages import ExploratoryLoaded, OverviewLoaded
 from tui.numbers import pct, pp, pvalue
 from tui.screens.base import RldiffScreen
 from tui.widgets.row_table import RowTable
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 STAGES = ("split", "features", "deltas", "clusters", "hypotheses")
 FINDING_COLUMNS = (("id", 4), ("statement", None), ("Δ pp", 7), ("q", 6), ("decision", 8))
+EXPLORATORY_COLUMNS = (
+    ("label", None),
+    ("kind", 9),
+    ("family", 10),
+    ("before", 6),
+    ("after", 6),
+    ("Δ pp", 6),
+    ("p", 6),
+)
+EXPLORATORY_KEY = "overview.exploratory"  # the keymap id of the key that shows the ranking
 
 
 def _summary_table(summary: StudySummary, before_style: str, after_style: str) -> Text:
@@ -69,15 +79,24 @@ class OverviewScreen(RldiffScreen):
     AUTO_FOCUS = "#findings"
     BINDINGS: ClassVar[list[BindingType]] = [*keymap.OVERVIEW]
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._exploratory: list[dict[str, Any]] | None = None  # loaded (and logged) on request only
+
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="overview-body"):
             yield Static(id="study")
             yield Static(id="stages")
             yield Static(Text("Top validated findings", style="bold"), id="findings-title")
         yield RowTable(id="findings")
+        # A small study's whole-study ranking: it includes held-out rollouts, so it is hidden until asked for
+        # (EXPLORATORY_KEY) and the showing is logged (docs/statistics.md, "No leaks").
+        yield Static(id="exploratory-title")
+        yield RowTable(id="exploratory")
 
     def on_mount(self) -> None:
         self.query_one("#findings", RowTable).set_columns(FINDING_COLUMNS, self.app.size.width)
+        self._show_exploratory(False)
         super().on_mount()
 
     def reload(self) -> None:
@@ -96,6 +115,12 @@ class OverviewScreen(RldiffScreen):
     def restyle(self) -> None:
         if not hasattr(self, "_summary"):
             return
+        self._fill_header()
+        self.query_one("#stages", Static).update(_stages_text(self._summary))
+        self._fill_findings(self._findings)
+        self._fill_exploratory()
+
+    def _fill_header(self) -> None:
         palette = self.palette
         summary = self._summary
         header = Text("Study  ", style="bold", end="")
@@ -107,11 +132,11 @@ class OverviewScreen(RldiffScreen):
             header.append(safe(summary.after, palette.after, max_chars=30))
         if summary.small_study_notice():
             header.append(f"\n{summary.small_study_notice()}.", style="bold yellow")
+        if not self.query_one("#exploratory", RowTable).display and (pointer := self._exploratory_pointer()):
+            header.append(f"\n{pointer}.", style="yellow")
         header.append("\n")
         header.append_text(_summary_table(summary, palette.before, palette.after))
         self.query_one("#study", Static).update(header)
-        self.query_one("#stages", Static).update(_stages_text(summary))
-        self._fill_findings(self._findings)
 
     def _fill_findings(self, findings: list[HypothesisRow]) -> None:
         table = self.query_one("#findings", RowTable)
@@ -128,7 +153,67 @@ class OverviewScreen(RldiffScreen):
         if not findings:
             self.query_one("#findings-title", Static).update(Text("Top validated findings: none yet", style="bold"))
 
+    def _exploratory_pointer(self) -> str:
+        key = keymap.keys_for_id(EXPLORATORY_KEY, self.rldiff.keymap_overrides)
+        return self._summary.exploratory_pointer(f"press {key}")
+
+    def action_exploratory(self) -> None:
+        """Show (or hide again) a small study's whole-study ranking; loading it logs a held-out view (a write):
+        hypotheses written afterwards are exploratory."""
+        if self._exploratory is not None:
+            self._show_exploratory(not self.query_one("#exploratory", RowTable).display)
+            return
+        if not hasattr(self, "_summary") or not self._exploratory_pointer():
+            self.notify("This study has no exploratory ranking: only a small study's deltas stage makes one.")
+            return
+        from engine.hypotheses.exposure import show_exploratory
+
+        self.run_query("save-exploratory-view", lambda cur: show_exploratory(cur, "tui"), ExploratoryLoaded, write=True)
+
+    def on_exploratory_loaded(self, message: ExploratoryLoaded) -> None:
+        if not message.rows:
+            self.notify("This study has no exploratory ranking: only a small study's deltas stage makes one.")
+            return
+        self._exploratory = message.rows
+        self._fill_exploratory()
+        self._show_exploratory(True)
+
+    def _show_exploratory(self, shown: bool) -> None:
+        table = self.query_one("#exploratory", RowTable)
+        self.query_one("#exploratory-title", Static).display = table.display = shown
+        self.set_class(shown, "-exploratory")
+        if hasattr(self, "_summary"):
+            self._fill_header()  # its pointer to the ranking shows while the ranking does not
+        (table if shown else self.query_one("#findings", RowTable)).focus()
+
+    def _fill_exploratory(self) -> None:
+        if self._exploratory is None:
+            return
+        from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
+
+        title = Text(EXPLORATORY_TITLE, style="bold")
+        title.append(f"\n{EXPLORATORY_RULE}", style="italic")
+        self.query_one("#exploratory-title", Static).update(title)
+        table = self.query_one("#exploratory", RowTable)
+        label_width = table.set_columns(EXPLORATORY_COLUMNS, self.app.size.width)
+        for i, r in enumerate(self._exploratory):
+            delta = r.get("delta")
+            table.add_row(
+                one_line(r.get("label"), label_width),
+                one_line(r.get("kind"), 9),
+                one_line(r.get("family"), 10),
+                Text(pct(r.get("prevalence_before"), 0), justify="right"),
+                Text(pct(r.get("prevalence_after"), 0), justify="right"),
+                Text(pp(delta), style=self.palette.more if (delta or 0) > 0 else self.palette.less, justify="right"),
+                Text(pvalue(r.get("p_value")), justify="right"),
+                key=str(i),
+            )
+
     def on_row_table_row_selected(self, event: RowTable.RowSelected) -> None:
+        if event.table.id == "exploratory":
+            row = (self._exploratory or [])[int(event.row_key)]
+            self.rldiff.open_feature(int(row["feature_id"]), row.get("kind"))
+            return
         self._open(event.row_key)
 
     def action_open_finding(self) -> None:
