@@ -1,4 +1,4 @@
-"""The exploratory ranking: conservative effect within family, families interleaved."""
+"""The exploratory ranking: conservative effect within family, one row per feature, families interleaved."""
 
 from __future__ import annotations
 
@@ -41,3 +41,15 @@ def test_families_are_interleaved_and_an_interval_covering_zero_scores_zero() ->
     structural = order.filter(pl.col("family") == "structural")["feature_id"].to_list()
     assert structural == [102, 103]
     assert order.height == 10
+
+
+def test_a_feature_is_listed_once_at_its_best_kind() -> None:
+    """Feature 100 also has a weaker row in another family (another kind of the same behaviour): only its best
+    row is listed, and the structural family's turn goes to its next feature."""
+    again = pl.DataFrame(
+        {"feature_id": [100], "family": ["structural"], "delta": [-0.40], "ci_low": [-0.60], "ci_high": [-0.20]}
+    ).with_columns(p_value=pl.lit(0.001))
+    order = exploratory_order(pl.concat([_rows(), again]), 10)
+    assert order["feature_id"].to_list().count(100) == 1
+    assert order.filter(pl.col("feature_id") == 100)["family"].item() == "rollout"
+    assert order.filter(pl.col("family") == "structural")["feature_id"].to_list() == [102, 103]

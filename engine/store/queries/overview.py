@@ -40,8 +40,9 @@ EXPLORATORY_TITLE = "Exploratory ranking, whole study"
 # How the ranking is ordered (engine.deltas.ranking), said wherever it is shown: a reader who sees a family's
 # second row below another family's best must know why.
 EXPLORATORY_RULE = (
-    "not validated: these rows include the held-out rollouts and share data with every test. Within each family "
-    "the largest credible change comes first (its 95% interval's distance from 0); the families take turns"
+    "not validated: these rows include the held-out rollouts and share data with every test. One row per "
+    "feature, at its kind with the largest credible change (its 95% interval's distance from 0); within each "
+    "family the largest comes first, and the families take turns"
 )
 
 
