@@ -71,7 +71,7 @@ async def test_a_stdio_client_lists_the_tools_and_gets_correct_answers(study: Pa
         detail = await call(client, "get_hypothesis", hypothesis_id=hid)
         refused = await client.call_tool("query_sql", {"sql": "DROP TABLE segments"})
     assert {"study_summary", "list_deltas", "query_sql", "add_hypothesis", "run_hypothesis_test"} <= names
-    assert len(names) == 14
+    assert len(names) == 15
     assert [c["checkpoint"] for c in summary["checkpoints"]] == [BEFORE, AFTER]
     assert [c["rollouts"] for c in summary["checkpoints"]] == rollouts
     assert deltas["rows"][0]["name"] == top_feature
