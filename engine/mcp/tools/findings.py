@@ -68,10 +68,11 @@ class FindingTools(ToolGroup):
     def exploratory_ranking(self, limit: Annotated[int, Field(ge=1, le=20, description="rows to return")] = 20) -> str:
         """Small studies only (fewer than 10 shared tasks, split within task; study_summary's small_study says
         so): the whole study's largest credible changes, both folds pooled, the first `limit` of the deltas
-        stage's 20. Within each family the row whose 95% interval lies farthest from 0 comes first, and the
-        families take turns. Exploratory: never validated, and it includes held-out rollouts, so calling this
-        writes a log entry (`heldout_views`) and a hypothesis added afterwards is `exploratory` (tested and
-        counted, never validated). Errors on a study split by task, which has no such ranking."""
+        stage's 20, one row per feature (at its kind whose 95% interval lies farthest from 0). Within each
+        family the row farthest from 0 comes first, and the families take turns. Exploratory: never validated,
+        and it includes held-out rollouts, so calling this writes a log entry (`heldout_views`) and a hypothesis
+        added afterwards is `exploratory` (tested and counted, never validated). Errors on a study split by
+        task, which has no such ranking."""
         from engine.hypotheses.exposure import show_exploratory
 
         with self.access.writing() as s:
