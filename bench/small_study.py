@@ -15,9 +15,9 @@ compare --llm none` defaults), then the deltas stage's whole-study statistics fo
   "Transfer successful"; the hold message; and the simulated user's ###TRANSFER###, after the last message.
 Every other message is the real one, so the planted change competes with every real change of the pair.
 
-It prints, per study, the places of the transfer tool's rows (`tool:transfer_to_human_agents`, one per kind
-tested) in the whole-study exploratory ranking (the order `rldiff info` prints, `engine.deltas.ranking`) and
-the five rows at the top.
+It prints, per study, the places of the transfer tool's rows (`tool:transfer_to_human_agents`) and of the
+hand-off's (the tool or the structural `handoff` feature) in the whole-study exploratory ranking (the order
+`rldiff info --exploratory` prints, `engine.deltas.ranking`: one row per feature) and the five rows at the top.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ PAIR = (
     "2025-10-13T11-40-32.212900_airline_tighter_policy_llm_agent_grok-3_user_simulator_grok-3.json",
 )
 TRANSFER = "transfer_to_human_agents"
+# The hand-off as rldiff names it: the transfer tool, and the structural feature for a hand-off made by the tool
+# or announced in a reply (engine.features.structural).
+HANDOFF = (f"tool:{TRANSFER}", "handoff")
 
 
 def hands_off(simulation: dict[str, Any]) -> bool:
@@ -125,8 +128,13 @@ def ranking(before: Path, after: Path, store_path: Path, config: AnalyzeConfig) 
 
 
 def report(title: str, rows: list[dict[str, object]], seconds: float) -> list[str]:
-    tool = [f"{i} ({row['kind']})" for i, row in enumerate(rows, 1) if TRANSFER in str(row["name"])]
-    lines = [f"{title}: the transfer tool's rows at {', '.join(tool) or 'none'} of {len(rows)} ({seconds:.0f} s)"]
+    def places(names: tuple[str, ...]) -> str:
+        return ", ".join(f"{i} ({row['kind']})" for i, row in enumerate(rows, 1) if row["name"] in names) or "none"
+
+    lines = [
+        f"{title}: the transfer tool's rows at {places((f'tool:{TRANSFER}',))}, the hand-off's (the tool or the "
+        f"structural `handoff`) at {places(HANDOFF)} of {len(rows)} ({seconds:.0f} s)"
+    ]
     for i, row in enumerate(rows[:5], 1):
         name = line(f"{row['name']} {row['label']}", 60)  # labels quote rollout text: control characters out
         lines.append(
