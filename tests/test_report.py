@@ -118,12 +118,12 @@ def test_a_small_studys_report_shows_its_exploratory_ranking_and_logs_it(
     titled never validated with its ordering rule, labels escaped; showing it is held-out evidence, so the
     report logs a view even with no example shown. Split by task, the same study's report has no such section."""
     from engine.store import Store
-    from engine.store.queries import exploratory_ranking
+    from engine.store.queries import exploratory_ranking, study_summary
 
     with Store(sample_study_copy) as store:
         con = store.cursor()
         con.execute("DELETE FROM hypotheses")  # no finding, so no example: the ranking alone is held-out evidence
-        top = exploratory_ranking(con)[0]
+        top = exploratory_ranking(con, study_summary(con))[0]
         con.execute(
             "UPDATE features SET label = ? WHERE feature_id = ?", [f"{top['label']} {HOSTILE}", top["feature_id"]]
         )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the CLI imports what a command needs when it runs, so `rldi
     from engine.config import AnalyzeConfig
     from engine.ingest import IngestResult
     from engine.store import Store
+    from engine.store.queries import StudySummary
 
 SAMPLE_DATA = Path(__file__).resolve().parent.parent.parent / "sample_data"
 DEMO_PAIR = ("tau2-grok3/standard.jsonl.gz", "tau2-grok3/tighter.jsonl.gz")
@@ -71,15 +72,15 @@ def reasoning_line(result: IngestResult) -> str:
     return line
 
 
-def print_summary(store: Store, *, pointer: bool = True) -> None:
-    """The study table, and (`pointer`) in a small study where its whole-study ranking is: it is shown only on
-    request."""
+def print_summary(store: Store, summary: StudySummary | None = None, *, pointer: bool = True) -> None:
+    """The study table (of `summary`, read from `store` when None), and (`pointer`) in a small study where its
+    whole-study ranking is: it is shown only on request."""
     from rich.text import Text
 
     from engine.console import summary_table
     from engine.store.queries import study_summary
 
-    summary = study_summary(store.cursor())
+    summary = summary or study_summary(store.cursor())
     output.out.print(summary_table(summary, str(store.path)))
     where = summary.exploratory_pointer(f"`rldiff info {store.path} --exploratory` shows it")
     if pointer and where:
@@ -92,14 +93,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     # --exploratory shows held-out evidence and logs it, so the store is opened for writing then only
     with Store(output.existing(args.store), read_only=not args.exploratory) as store:
-        rows = exploratory_rows(store) if args.exploratory else []
+        summary = study_summary(store.cursor())
+        rows = exploratory_rows(store, summary) if args.exploratory else []
         if args.json:
-            summary = study_summary(store.cursor())
             for stage in summary.stages:  # the ranking is held-out evidence: in the JSON only when asked for
                 stage.metrics.pop("exploratory", None)
             output.print_json({**dataclasses.asdict(summary), "exploratory": rows} if args.exploratory else summary)
         else:
-            print_summary(store, pointer=not rows)
+            print_summary(store, summary, pointer=not rows)
             if rows:
                 from engine.console import exploratory_table
 
@@ -107,11 +108,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def exploratory_rows(store: Store) -> list[dict[str, object]]:
+def exploratory_rows(store: Store, summary: StudySummary) -> list[dict[str, object]]:
     """The small study's whole-study ranking, its showing logged (`show_exploratory`); an error if there is none."""
     from engine.hypotheses.exposure import show_exploratory
 
-    rows = show_exploratory(store.cursor(), "cli")
+    rows = show_exploratory(store.cursor(), "cli", summary)
     if not rows:
         raise InputError(
             f"{store.path}: no exploratory ranking: it is made for small studies (split within task) by the "

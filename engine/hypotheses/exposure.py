@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from engine.store.queries.base import Connection
-from engine.store.queries.overview import exploratory_ranking
+from engine.store.queries.overview import StudySummary, exploratory_ranking
 from engine.store.queries.testing import first_view, record_view
 
 VIAS = ("cli", "tui", "mcp", "report")
@@ -28,10 +28,10 @@ def record_heldout_view(con: Connection, via: str, hypothesis_id: int | None = N
     record_view(con, datetime.now(UTC).replace(tzinfo=None), via, hypothesis_id)
 
 
-def show_exploratory(con: Connection, via: str) -> list[dict[str, Any]]:
-    """A small study's whole-study ranking (`exploratory_ranking`), logging a held-out view when it has a row
-    to show: the ranking includes held-out rollouts."""
-    rows = exploratory_ranking(con)
+def show_exploratory(con: Connection, via: str, summary: StudySummary) -> list[dict[str, Any]]:
+    """A small study's whole-study ranking (`exploratory_ranking` of the caller's `summary`), logging a held-out
+    view when it has a row to show: the ranking includes held-out rollouts."""
+    rows = exploratory_ranking(con, summary)
     if rows:
         record_heldout_view(con, via)
     return rows

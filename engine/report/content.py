@@ -53,8 +53,9 @@ def gather(store: Store) -> ReportContent:
     validated = [h for h in rows if h.status == "validated"]
     others = [h for h in rows if h.status != "validated"]
     calibrations = {h.hypothesis_id: stored_calibration(con, h.hypothesis_id) for h in rows}
+    summary = queries.study_summary(con)
     return ReportContent(
-        summary=queries.study_summary(con),
+        summary=summary,
         validated=validated,
         others=others,
         examples={h.hypothesis_id: queries.hypothesis_examples(con, h.hypothesis_id, EXAMPLES) for h in validated},
@@ -64,7 +65,7 @@ def gather(store: Store) -> ReportContent:
         llm_cost=total_cost(con),
         sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
         calibrations={k: v for k, v in calibrations.items() if v is not None},
-        exploratory=queries.exploratory_ranking(con)[:TOP_EXPLORATORY],
+        exploratory=queries.exploratory_ranking(con, summary)[:TOP_EXPLORATORY],
     )
 
 

@@ -168,7 +168,10 @@ class OverviewScreen(RldiffScreen):
             return
         from engine.hypotheses.exposure import show_exploratory
 
-        self.run_query("save-exploratory-view", lambda cur: show_exploratory(cur, "tui"), ExploratoryLoaded, write=True)
+        summary = self._summary  # the one the header's pointer was drawn from
+        self.run_query(
+            "save-exploratory-view", lambda cur: show_exploratory(cur, "tui", summary), ExploratoryLoaded, write=True
+        )
 
     def on_exploratory_loaded(self, message: ExploratoryLoaded) -> None:
         if not message.rows:

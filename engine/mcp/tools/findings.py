@@ -76,7 +76,7 @@ class FindingTools(ToolGroup):
         from engine.hypotheses.exposure import show_exploratory
 
         with self.access.writing() as s:
-            rows = show_exploratory(s.con, "mcp")
+            rows = show_exploratory(s.con, "mcp", queries.study_summary(s.con))
         if not rows:
             raise InputError(
                 "no exploratory ranking: it is made for small studies (split within task); list_deltas ranks "

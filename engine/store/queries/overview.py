@@ -173,11 +173,10 @@ SHARED_TASKS = (
 )
 
 
-def exploratory_ranking(con: Connection) -> list[dict[str, Any]]:
-    """A small study's whole-study ranking (the deltas stage's rows, each with its feature's `label`); [] when
-    the study is not small or the ranking was not made. It includes held-out rollouts: a surface that shows
-    it logs the view (`engine.hypotheses.exposure.show_exploratory`)."""
-    summary = study_summary(con)
+def exploratory_ranking(con: Connection, summary: StudySummary) -> list[dict[str, Any]]:
+    """A small study's whole-study ranking (the deltas stage's rows in `summary`, each with its feature's
+    `label`); [] when the study is not small or the ranking was not made. It includes held-out rollouts: a
+    surface that shows it logs the view (`engine.hypotheses.exposure.show_exploratory`)."""
     rows = summary.exploratory if summary.small_study_notice() else []
     labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
     return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
