@@ -37,7 +37,7 @@ APP = [
 OVERVIEW = [
     _b("enter", "open_finding", "Open", "overview.open"),
     _b("r", "reload", "Reload", "overview.reload", show=False),
-    _b("x", "exploratory", "Exploratory ranking", "overview.exploratory", show=False),
+    _b("x", "exploratory", "Exploratory ranking", "overview.exploratory"),  # live in a small study only
 ]
 DELTAS = [
     _b("enter", "open_feature", "Open", "deltas.open"),

@@ -111,6 +111,13 @@ class OverviewScreen(RldiffScreen):
     def on_overview_loaded(self, message: OverviewLoaded) -> None:
         self._summary, self._findings = message.summary, message.findings
         self.restyle()
+        self.refresh_bindings()  # the exploratory key shows once the summary says there is a ranking
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The exploratory key is live, and in the key bar, only where there is a ranking to show."""
+        if action == "exploratory":
+            return hasattr(self, "_summary") and bool(self._exploratory_pointer())
+        return True
 
     def restyle(self) -> None:
         if not hasattr(self, "_summary"):
@@ -162,9 +169,6 @@ class OverviewScreen(RldiffScreen):
         hypotheses written afterwards are exploratory."""
         if self._exploratory is not None:
             self._show_exploratory(not self.query_one("#exploratory", RowTable).display)
-            return
-        if not hasattr(self, "_summary") or not self._exploratory_pointer():
-            self.notify("This study has no exploratory ranking: only a small study's deltas stage makes one.")
             return
         from engine.hypotheses.exposure import show_exploratory
 

@@ -69,10 +69,10 @@ class FindingTools(ToolGroup):
         """Small studies only (fewer than 10 shared tasks, split within task; study_summary's small_study says
         so): the whole study's largest credible changes, both folds pooled, the first `limit` of the deltas
         stage's 20, one row per feature (at its kind whose 95% interval lies farthest from 0). Within each
-        family the row farthest from 0 comes first, and the families take turns. Exploratory: never validated,
-        and it includes held-out rollouts, so calling this writes a log entry (`heldout_views`) and a hypothesis
-        added afterwards is `exploratory` (tested and counted, never validated). Errors on a study split by
-        task, which has no such ranking."""
+        family the row farthest from 0 comes first, and the families take turns (their units differ).
+        Exploratory: never validated, and it includes held-out rollouts, so calling this writes a log entry
+        (`heldout_views`) and a hypothesis added afterwards is `exploratory` (tested and counted, never
+        validated). Errors on a study split by task, which has no such ranking."""
         from engine.hypotheses.exposure import show_exploratory
 
         with self.access.writing() as s:

@@ -42,7 +42,8 @@ EXPLORATORY_TITLE = "Exploratory ranking, whole study"
 EXPLORATORY_RULE = (
     "not validated: these rows include the held-out rollouts and share data with every test. One row per "
     "feature, at its kind with the largest credible change (its 95% interval's distance from 0); within each "
-    "family the largest comes first, and the families take turns"
+    "family the largest comes first, and the families take turns, because their rows are in different units "
+    "(a share of rollouts; a rate per segment or per tool call)"
 )
 
 
@@ -90,7 +91,8 @@ class StudySummary:
             return ""
         return (
             f"An exploratory ranking of the whole study is ready: {how}. It includes the held-out rollouts, so "
-            "showing it is logged and hypotheses you add afterwards are exploratory"
+            "showing it is logged in this store, and hypotheses anyone adds to the store afterwards are "
+            "exploratory: add the ones you want confirmed first"
         )
 
     def stale_notice(self, store: str = "STORE") -> str:
