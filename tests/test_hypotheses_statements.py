@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -14,7 +15,7 @@ import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
-from engine.hypotheses.merge import merge_near_duplicates
+from engine.hypotheses.merge import drop_repeats, merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -478,6 +479,36 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     )
     assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
     assert refund.statement in [d.statement for d in kept]
+
+
+def test_a_behaviour_drafted_on_both_folds_is_tested_once() -> None:
+    """Cross-fitting: of the second fold's drafts, the first fold's claim again and another wording of it are
+    set aside into the first fold's draft (judged on the second fold, the first fold's labeler applied there);
+    a draft about something else, and the same wording claimed the other way, are tested."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    fold = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    answer, reply, refund = (exemplar_draft(fold, WORDINGS[k], t) for k, t in ((1, 0.75), (3, 0.85), (0, 0.75)))
+    first = replace(answer, hits=frozenset({10**6}), provenance={"merged": []})  # its hits lie on its own fold
+    fewer = replace(reply, direction="decrease", score=-reply.score)
+    # the same quote with a loose labeler over other sentences too: the first's labeler matches a third of
+    # its exemplars, so it is not "another wording", but the two quote each other's sentence
+    exemplars = [f"{WORDINGS[1]}.", f"{WORDINGS[0]}.", "Check the order first."]
+    spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.75}}]}
+    hits, _, z = fold.evaluate(fold.verifier(spec), ("reasoning",))
+    index, _ = fold.index(("reasoning",))
+    loose = replace(answer, statement=f"{answer.statement} (loose)", spec=spec, score=z,
+                    hits=frozenset(index.segment_ids[hits].tolist()))  # fmt: skip
+    kept = drop_repeats([answer, reply, refund, fewer, loose], [first], fold)
+    assert [d.statement for d in kept] == [refund.statement, fewer.statement]
+    assert [(e["statement"], e["relation"]) for e in first.provenance["other_fold"]] == [
+        (answer.statement, "drafted on the other fold too"),
+        (reply.statement, "drafted on the other fold too"),
+        (loose.statement, "drafted on the other fold too"),
+    ]
+    assert first.hits == frozenset({10**6}) and first.provenance["merged"] == []
 
 
 def test_a_wording_inside_one_draft_merges_into_it_though_a_broad_one_also_co_occurs() -> None:

@@ -90,10 +90,10 @@ def test_provenance_names_a_findings_side_effects() -> None:
     row = HypothesisRow(
         *(1, "More reasoning turns like ...", "increase", "verifier", {}, "validated", "extractive"),
         *([None] * 14),
-        provenance={"merged": [{"statement": "x"}] * 2, "side_effects": [side]},
+        provenance={"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
     )
     text = provenance_text(row)
-    assert "2 narrower or duplicate drafts merged in" in text
+    assert "2 narrower or duplicate drafts merged in" in text and "drafted on both folds, tested once" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
 
 

@@ -95,6 +95,44 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     return _without_side_effects(kept, discovery)
 
 
+def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) -> list[Draft]:
+    """Cross-fitting: the drafts of the second fold (`drafts`, drafted on `fold`) less those that restate a
+    draft of the first fold (`first`), each recorded in that draft's provenance (`other_fold`). The behaviour
+    is then tested once, on this fold's rollouts, and reads as one finding drafted on both folds.
+
+    Decided on `fold` alone, with the first fold's labelers applied to it (as their test will be): a draft
+    restates one in the same direction when it is the same claim or (judge drafts) nearly the same statement,
+    a narrower wording of it (`_wording_inside`), another wording of it (`_another_wording`), or quotes the
+    same sentence (`_same_quote`). The first fold's drafts and their tests are untouched; a repeat is not
+    tested on the first fold, so no behaviour is claimed twice in the family."""
+    index = {k: fold.index(k)[0] for k in {d.kinds for d in first if d.labeler == "verifier" and d.kinds}}
+    on_fold = [
+        replace(
+            d, hits=frozenset(index[d.kinds].segment_ids[fold.evaluate(fold.verifier(d.spec), d.kinds)[0]].tolist())
+        )
+        if d.kinds in index
+        else replace(d, hits=frozenset())
+        for d in first
+    ]
+    kept = []
+    for draft in drafts:
+        peers = [(d, f) for d, f in zip(first, on_fold, strict=True) if d.direction == draft.direction]
+        same = next(
+            (d for d, f in peers if (d.labeler, d.spec) == (draft.labeler, draft.spec)
+             or (not (f.hits and draft.hits) and _same_statement(d, draft))
+             or _another_wording(draft, f, fold) or _same_quote(draft, d, fold)),
+            None,
+        )  # fmt: skip
+        if same is None and draft.hits:
+            inside = _wording_inside(draft, [f for _, f in peers if fold.co_occurs(draft, f)], fold)
+            same = next((d for d, f in peers if f is inside), None)
+        if same is None:
+            kept.append(draft)
+        else:
+            same.provenance.setdefault("other_fold", []).append(_absorbed(draft, "drafted on the other fold too"))
+    return kept
+
+
 def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:
     """The kept draft, of those the draft co-occurs with (`near`), that it is a narrower wording of: at least
     half of its positives inside, and no change of its own among them (z < MIN_Z). One such draft, the one it
@@ -139,6 +177,24 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
         sims = (vectors @ embed(node["exemplars"]).T).max(axis=1)
         matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
     return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
+
+
+def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
+    """Whether two exemplar drafts of the same kinds quote one sentence: each one's labeler matches the
+    sentence the other's statement quotes (its first exemplar). Two folds drafting one behaviour pick
+    nearly the same sentence, with labelers whose thresholds can differ so much that neither holds most of
+    the other's exemplars."""
+    mine, theirs = _similar_nodes(draft.spec), _similar_nodes(other.spec)
+    if not (mine and theirs) or draft.kinds != other.kinds:
+        return False
+    embed = fold.population.embedder.embed
+    quotes = embed([mine[0]["exemplars"][0], theirs[0]["exemplars"][0]])
+    for quote, nodes in ((quotes[1], mine), (quotes[0], theirs)):
+        if not any(
+            (embed(n["exemplars"]) @ quote).max() >= n.get("min_similarity", DEFAULT_MIN_SIMILARITY) for n in nodes
+        ):
+            return False
+    return True
 
 
 def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: str = "another wording") -> Draft:

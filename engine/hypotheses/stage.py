@@ -35,6 +35,7 @@ from engine.hypotheses.lifecycle import (
     revalidate,
     tested_split,
 )
+from engine.hypotheses.merge import drop_repeats
 from engine.hypotheses.population import load_population
 from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
@@ -94,8 +95,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
-            seen = {_claim(d) for d in drafts}  # the same labeler and direction is the same claim: tested once
-            folds.append(([d for d in drafts_b if _claim(d) not in seen], DISCOVERY))
+            folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY))  # a behaviour is tested once
             judge_dropped += dropped_b
             sources += sources_b
         labelled: list[tuple[Draft, pl.DataFrame, Split]] = []
@@ -151,10 +151,6 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             **(session.meter.summary() if session else {}),
         }
         return len(labelled)
-
-
-def _claim(draft: Draft) -> tuple[str, str, str]:
-    return draft.labeler, json.dumps(draft.spec, sort_keys=True), draft.direction
 
 
 def _draft_fold(

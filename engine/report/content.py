@@ -116,6 +116,8 @@ def provenance_text(h: HypothesisRow) -> str:
         parts.append(f"seed {p['seed']}")
     if p.get("merged"):
         parts.append(f"{len(p['merged'])} narrower or duplicate drafts merged in")
+    if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
+        parts.append("drafted on both folds, tested once")
     if p.get("side_effects"):  # drafts whose discovery change this finding's segments explain (docs/hypotheses.md)
         parts.append("side effects: " + " | ".join(str(e.get("statement", ""))[:120] for e in p["side_effects"][:3]))
     return "; ".join(parts)
