@@ -135,8 +135,7 @@ def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_req
     assert shown["exploratory"][0]["label"] == label
     by_task = Path(shutil.copy(study, tmp_path / "by-task.duckdb"))
     with Store(by_task) as store:
-        store.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
-        store.execute("INSERT INTO meta VALUES ('split_mode', 'task')")
+        store.execute("UPDATE meta SET value = 'task' WHERE key = 'split_mode'")
         store.execute("UPDATE runs SET metrics = json_object() WHERE stage = 'deltas'")
     text = " ".join(run(monkeypatch, "info", str(by_task), width=120).split())
     assert "Small study" not in text and "exploratory" not in text

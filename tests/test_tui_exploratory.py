@@ -89,8 +89,7 @@ async def test_a_study_split_by_task_shows_and_logs_nothing(store_path: Path) ->
     """The ranking is still in the deltas run's metrics; a study marked split by task is not small, so the key
     is not offered, and pressing it neither shows the ranking nor logs a view."""
     with duckdb.connect(str(store_path)) as con:
-        con.execute("DELETE FROM meta WHERE key IN ('split_mode', 'split_warning')")
-        con.execute("INSERT INTO meta VALUES ('split_mode', 'task')")
+        con.execute("UPDATE meta SET value = 'task' WHERE key = 'split_mode'")
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

@@ -49,7 +49,8 @@ class OverviewLoaded(Message):
 @dataclass
 class ExploratoryLoaded(Message):
     """A small study's whole-study ranking, shown on request and logged as a held-out view
-    (engine.hypotheses.exposure.show_exploratory: rows with their feature's `label`; [] when there is none)."""
+    (engine.hypotheses.exposure.show_exploratory: rows with their feature's `label`). The key that loads it is
+    live only where the summary has one (OverviewScreen.check_action)."""
 
     rows: list[dict[str, Any]]
 

@@ -105,15 +105,7 @@ def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) 
     a narrower wording of it (`_wording_inside`), another wording of it (`_another_wording`), or quotes the
     same sentence (`_same_quote`). The first fold's drafts and their tests are untouched; a repeat is not
     tested on the first fold, so no behaviour is claimed twice in the family."""
-    index = {k: fold.index(k)[0] for k in {d.kinds for d in first if d.labeler == "verifier" and d.kinds}}
-    on_fold = [
-        replace(
-            d, hits=frozenset(index[d.kinds].segment_ids[fold.evaluate(fold.verifier(d.spec), d.kinds)[0]].tolist())
-        )
-        if d.kinds in index
-        else replace(d, hits=frozenset())
-        for d in first
-    ]
+    on_fold = [_on_fold(d, fold) for d in first]
     kept = []
     for draft in drafts:
         peers = [(d, f) for d, f in zip(first, on_fold, strict=True) if d.direction == draft.direction]
@@ -131,6 +123,14 @@ def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) 
         else:
             same.provenance.setdefault("other_fold", []).append(_absorbed(draft, "drafted on the other fold too"))
     return kept
+
+
+def _on_fold(draft: Draft, fold: DiscoverySplit) -> Draft:
+    """The draft with its labeler's positives on `fold` as its hits (none for a judge draft: no verifier)."""
+    if draft.labeler != "verifier" or not draft.kinds:
+        return replace(draft, hits=frozenset())
+    hits, _, _ = fold.evaluate(fold.verifier(draft.spec), draft.kinds)
+    return replace(draft, hits=frozenset(fold.index(draft.kinds)[0].segment_ids[hits].tolist()))
 
 
 def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:

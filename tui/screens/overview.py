@@ -178,9 +178,6 @@ class OverviewScreen(RldiffScreen):
         )
 
     def on_exploratory_loaded(self, message: ExploratoryLoaded) -> None:
-        if not message.rows:
-            self.notify("This study has no exploratory ranking: only a small study's deltas stage makes one.")
-            return
         self._exploratory = message.rows
         self._fill_exploratory()
         self._show_exploratory(True)

@@ -82,12 +82,17 @@ class StudySummary:
             "was not drafted on"
         )
 
+    @property
+    def small_study_ranking(self) -> list[dict[str, Any]]:
+        """The deltas stage's whole-study ranking where the study is small (split within task), else []."""
+        return self.exploratory if self.small_study_notice() else []
+
     def exploratory_pointer(self, how: str) -> str:
         """Where a small study's whole-study ranking is (`how`: the command or key that shows it), else ''.
 
         The ranking includes the held-out rollouts, so it is shown only on request and the showing is logged
         (docs/statistics.md, "No leaks")."""
-        if not (self.small_study_notice() and self.exploratory):
+        if not self.small_study_ranking:
             return ""
         return (
             f"An exploratory ranking of the whole study is ready: {how}. It includes the held-out rollouts, so "
@@ -179,7 +184,7 @@ def exploratory_ranking(con: Connection, summary: StudySummary) -> list[dict[str
     """A small study's whole-study ranking (the deltas stage's rows in `summary`, each with its feature's
     `label`); [] when the study is not small or the ranking was not made. It includes held-out rollouts: a
     surface that shows it logs the view (`engine.hypotheses.exposure.show_exploratory`)."""
-    rows = summary.exploratory if summary.small_study_notice() else []
+    rows = summary.small_study_ranking
     labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
     return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
 
