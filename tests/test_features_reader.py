@@ -1,4 +1,5 @@
-"""The reader: truncation at the layer, padding and sorting that do not change results, chunking, resolution."""
+"""The reader: truncation at the layer, padding and sorting that do not change a bit of the results, chunking,
+resolution."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from engine.errors import InputError
-from engine.features.reader import Reader
+from engine.features.reader import Reader, padded_batches, padded_width
 from engine.features.reader_spec import default_layer, resolve_reader
 from engine.features.settings import FeatureSettings
 from tests.factories_features import MINILM, tiny_reader
@@ -48,13 +49,25 @@ def test_truncated_reader_matches_the_full_model_at_its_layer(readers: dict[str,
 
 
 def test_sorted_padded_batches_give_the_same_activations_as_one_at_a_time(readers: dict[str, Path]) -> None:
+    """Bit for bit: padding depends on a row's own length (`padded_width`), not on the rows batched with it, so
+    the activation cache holds the same values whichever run (and set of cache misses) wrote them."""
     settings = FeatureSettings(max_tokens=64, batch_tokens=512)
     reader = Reader.load(resolve_reader(str(readers["qwen3"]), 2, settings), "cpu", settings)
     together = {s.key: s for s in reader.read(TEXTS)}
     for item in TEXTS:
         alone = next(iter(reader.read([item])))
-        torch.testing.assert_close(together[item[0]].acts.float(), alone.acts.float(), atol=1e-2, rtol=0)
+        assert torch.equal(together[item[0]].acts, alone.acts)
         assert (together[item[0]].spans == alone.spans).all()
+
+
+def test_rows_are_batched_by_a_width_their_own_length_sets() -> None:
+    lengths = [3, 40, 17, 16, 33, 64, 1]
+    batches = list(padded_batches(lengths, budget=96, window=60))
+    assert sorted(i for rows, _ in batches for i in rows) == list(range(len(lengths)))
+    for rows, width in batches:
+        assert {padded_width(lengths[i], 60) for i in rows} == {width}
+        assert len(rows) == 1 or len(rows) * width <= 96
+    assert [padded_width(n, 60) for n in (1, 16, 17, 33, 59, 64)] == [16, 16, 32, 48, 60, 64]
 
 
 def test_spans_point_at_the_segment_text(readers: dict[str, Path]) -> None:

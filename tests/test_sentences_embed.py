@@ -68,6 +68,24 @@ def test_batched_sentences_embed_as_they_do_alone(readers: dict[str, Path], tmp_
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
+def _varied_sentences(n: int) -> list[str]:
+    """Sentences of many lengths (so batches pad), each different."""
+    words = "the agent checked the reservation before it offered a refund to the passenger on the flight".split()
+    return [f"{i}: " + " ".join(words[j % len(words)] for j in range(i, i + 1 + i % 23)) + "." for i in range(n)]
+
+
+def test_a_sentence_embeds_to_the_same_bits_whatever_it_is_batched_with(tmp_path: Path) -> None:
+    """A vector in the cache is the same whichever run (and whichever other cache misses) computed it, so a
+    resumed or re-run analysis labels exactly as a fresh one (engine.features.reader.padded_width)."""
+    spec = resolve_reader(str(MINILM), None, FeatureSettings())
+    sentences = _varied_sentences(120)
+    together = SentenceEmbedder(spec, "cpu", tmp_path / "all", FeatureSettings()).embed(sentences)
+    some = SentenceEmbedder(spec, "cpu", tmp_path / "some", FeatureSettings()).embed(sentences[::3])
+    alone = SentenceEmbedder(spec, "cpu", tmp_path / "alone", FeatureSettings())
+    assert np.array_equal(together[::3], some)
+    assert all(np.array_equal(together[i], alone.embed([sentences[i]])[0]) for i in range(0, 120, 7))
+
+
 def test_minilm_gives_its_trained_sentence_embedding(tmp_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 

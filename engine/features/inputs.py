@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Bump when the reader text or the chunking changes: it is part of the activation cache key.
-INPUT_FORMAT = 1
+# Bump when the reader text, the chunking or the padding (`engine.features.reader.padded_width`) changes: it is
+# part of the activation cache key.
+INPUT_FORMAT = 2
 
 KIND_PREFIX: dict[str, str] = {"reasoning": "thinking: ", "text": "", "tool_call": "tool call: "}
 

@@ -32,7 +32,7 @@ import polars as pl
 
 from engine.config import DEFAULT_READER
 from engine.features.cache import INDEX_SCHEMA, ActivationCache, side_dir
-from engine.features.reader import Reader, resolve_device
+from engine.features.reader import Reader, padded_batches, resolve_device
 from engine.features.reader_spec import ReaderSpec, resolve_reader
 from engine.features.settings import FeatureSettings
 from engine.progress import NullProgress, Progress
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EMBED_FORMAT = 1  # bump when the pooling or the input text changes: part of the cache key
+EMBED_FORMAT = 2  # bump when the pooling, the input text or the padding changes: part of the cache key
 BATCH_TOKENS = 8192  # padded tokens per forward batch (sentences are sorted by length first)
 BLOCK_SENTENCES = 4096  # sentences embedded and written to the cache at once (bounds memory)
 
@@ -173,20 +173,15 @@ class SentenceEmbedder:
         return self.spec if self.spec.causal else replace(self.spec, layer=self.spec.n_layers - 1)
 
     def _run(self, texts: list[str]) -> np.ndarray:
-        """Embed texts with the model: sorted by length, batched under a padded-token budget."""
+        """Embed texts with the model in `padded_batches`: a sentence's vector does not depend on the others."""
         reader = self._model()
         assert reader.tokenizer is not None
         body = self.spec.window - len(reader.lead) - len(reader.trail)
         ids = reader.tokenizer(texts, add_special_tokens=False, return_attention_mask=False)["input_ids"]
         ids = [reader.lead + t[:body] + reader.trail for t in ids]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        start = 0
-        while start < len(order):
-            width = len(ids[order[start]])
-            rows = order[start : start + max(1, BATCH_TOKENS // max(width, 1))]
+        for rows, width in padded_batches([len(t) for t in ids], BATCH_TOKENS, self.spec.window):
             out[rows] = self._pool(reader, [ids[i] for i in rows], width).numpy()
-            start += len(rows)
         return out
 
     def _pool(self, reader: Reader, batch: list[list[int]], width: int) -> torch.Tensor:
