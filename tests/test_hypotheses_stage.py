@@ -163,7 +163,7 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
     assert "Apologies, seen on held-out" in buffer.getvalue()
 
 
-def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
+def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """4 tasks, split within task: the stage drafts on discovery and tests on held-out, then drafts on the
     held-out fold (its own deltas and n-grams) and tests on discovery. A phrase planted only in the held-out
     fold's after-rollouts is drafted there and not confirmed on discovery; a claim both folds make (the planted
@@ -219,6 +219,15 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path) -> None:
         )
         # the held-out fold's deltas shadowed the stored ones for drafting only
         assert store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind").equals(deltas_before)
+    # `hypothesis show` says where a finding was drafted and tested, and how the other fold drafted it too
+    repeated = next(r for r in rows if json.loads(r["provenance"]).get("other_fold"))
+    buffer = io.StringIO()
+    monkeypatch.setattr(cli.output, "out", Console(file=buffer, width=400, highlight=False))
+    assert cli.main(["hypothesis", "show", str(store.path), str(repeated["hypothesis_id"])]) == 0
+    shown = buffer.getvalue()
+    assert "drafted on discovery, tested on held-out" in shown and "drafted on both folds, tested once" in shown
+    for other in json.loads(repeated["provenance"])["other_fold"]:
+        assert f"also drafted on the other fold as: {other['statement']}" in shown
 
 
 def test_a_hypothesis_on_a_kind_the_split_lacks_gets_a_clear_error(sample_study_copy: Path) -> None:

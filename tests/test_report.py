@@ -83,17 +83,21 @@ def test_excerpt_centres_the_evidence() -> None:
 
 
 def test_provenance_names_a_findings_side_effects() -> None:
-    from engine.report.content import provenance_text
+    from engine.hypotheses.provenance import provenance_text
     from engine.store.queries import HypothesisRow
 
     side = {"statement": "Length: 10-49 words: 90% -> 79% of reasoning turns", "relation": "explained"}
     row = HypothesisRow(
         *(1, "More reasoning turns like ...", "increase", "verifier", {}, "validated", "extractive"),
         *([None] * 14),
-        provenance={"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
+        provenance={
+            **{"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
+            **{"drafted_on": "heldout", "split": "discovery", "feature_names": ["ngram:regarding"]},
+        },
     )
     text = provenance_text(row)
     assert "2 narrower or duplicate drafts merged in" in text and "drafted on both folds, tested once" in text
+    assert "drafted on held-out, tested on discovery; from ngram:regarding" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
 
 

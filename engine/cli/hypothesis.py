@@ -99,7 +99,8 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
 
     from engine.hypotheses.calibration_record import calibration_lines, stored_calibration
     from engine.hypotheses.exposure import record_heldout_view
-    from engine.safe_text import clean
+    from engine.hypotheses.provenance import other_fold_wordings, provenance_text
+    from engine.safe_text import clean, line
     from engine.store import Store
     from engine.store.queries import hypothesis, hypothesis_examples
 
@@ -118,8 +119,11 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
     output.out.print(Text(f"{h.status} (q {q}), expected {h.direction}, {h.labeler} ({h.origin})"))
     if h.reason:
         output.out.print(Text(clean(h.reason)))
-    for line in calibration_lines(calibration) if calibration else []:
-        output.out.print(Text("calibration: " + line))
+    output.out.print(Text("provenance: " + line(provenance_text(h), 600), style="dim"))
+    for wording in other_fold_wordings(h):
+        output.out.print(Text("also drafted on the other fold as: " + line(wording, 300), style="dim"))
+    for fact in calibration_lines(calibration) if calibration else []:
+        output.out.print(Text("calibration: " + fact))
     if not args.examples:
         output.err.print(
             "held-out examples not shown: --examples N shows them, and hypotheses you add afterwards are "

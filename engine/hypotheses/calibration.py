@@ -29,8 +29,9 @@ import polars as pl
 from scipy import stats
 
 from engine.errors import InputError
-from engine.hypotheses.lifecycle import SPLIT_NAMES, label, open_session, tested_split
+from engine.hypotheses.lifecycle import label, open_session
 from engine.hypotheses.population import Population
+from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
 from engine.store import Store
 from engine.store.queries import testing
 from engine.study import last_config

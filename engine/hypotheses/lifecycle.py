@@ -18,9 +18,10 @@ from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
 from engine.hypotheses.exposure import exploratory_note
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
+from engine.hypotheses.provenance import tested_split
 from engine.hypotheses.validate import Claim, Validation, validate
 from engine.hypotheses.verifier import KINDS, Verifier, spec_kinds
-from engine.kinds import DISCOVERY, EXPLORATORY, HELDOUT, Split
+from engine.kinds import EXPLORATORY, HELDOUT, Split
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress, Progress
 from engine.store import Store, writes
@@ -30,15 +31,6 @@ from engine.study import last_config, stream
 log = logging.getLogger(__name__)
 
 STAGE = "hypotheses"
-# What a hypothesis is tested on (provenance 'split'): held-out, or in a cross-fitted small study discovery
-# (it was drafted on the held-out fold).
-SPLIT_NAMES: dict[str, str] = {HELDOUT: "held-out", DISCOVERY: "discovery"}
-
-
-def tested_split(provenance: str | dict[str, Any] | None) -> Split:
-    """The split a hypothesis is tested on, from its provenance (default: held-out)."""
-    p = json.loads(provenance) if isinstance(provenance, str) else provenance or {}
-    return DISCOVERY if p.get("split") == DISCOVERY else HELDOUT
 
 
 def _now() -> datetime:

@@ -24,7 +24,6 @@ from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, exp
 from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.lifecycle import (
-    SPLIT_NAMES,
     STAGE,
     hypothesis_kinds,
     label,
@@ -33,10 +32,10 @@ from engine.hypotheses.lifecycle import (
     record_too_slow,
     replace_labels,
     revalidate,
-    tested_split,
 )
 from engine.hypotheses.merge import drop_repeats
 from engine.hypotheses.population import load_population
+from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
 from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
 from engine.llm.client import LLMResult

@@ -99,30 +99,6 @@ def method_lines(content: ReportContent) -> list[str]:
     return lines
 
 
-def provenance_text(h: HypothesisRow) -> str:
-    p = h.provenance or {}
-    parts = [f"origin {h.origin}", f"labeler {p.get('labeler', h.labeler)}"]
-    if p.get("cluster_id") is not None:
-        parts.append(f"cluster {p['cluster_id']}")
-    if p.get("feature_ids"):
-        parts.append("features " + ", ".join(str(f) for f in p["feature_ids"][:5]))
-    if p.get("model"):
-        parts.append(f"model {p['model']}")
-    if p.get("prompt_hash"):
-        parts.append(f"prompt {str(p['prompt_hash'])[:12]}")
-    if p.get("split"):
-        parts.append(f"split {p['split']}")
-    if p.get("seed") is not None:
-        parts.append(f"seed {p['seed']}")
-    if p.get("merged"):
-        parts.append(f"{len(p['merged'])} narrower or duplicate drafts merged in")
-    if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
-        parts.append("drafted on both folds, tested once")
-    if p.get("side_effects"):  # drafts whose discovery change this finding's segments explain (docs/hypotheses.md)
-        parts.append("side effects: " + " | ".join(str(e.get("statement", ""))[:120] for e in p["side_effects"][:3]))
-    return "; ".join(parts)
-
-
 def excerpt(text: str, evidence: str | None, width: int = 110) -> tuple[str, str, str]:
     """(before, evidence, after): the evidence span in its segment with up to `width` characters each side
     (the start of the segment when the span is not found verbatim)."""

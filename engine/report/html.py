@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
+from engine.hypotheses.provenance import provenance_text
 from engine.llm.fence import clean
-from engine.report.content import ReportContent, excerpt, method_lines, pct, provenance_text, pts, q_text
+from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 

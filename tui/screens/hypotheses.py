@@ -11,6 +11,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
+from engine.hypotheses.provenance import other_fold_wordings, provenance_text
 from engine.kinds import DECISIONS, EXPLORATORY, HELDOUT, UNDECIDED, DecisionFilter, Status
 from engine.safe_text import one_line, safe
 from tui import keymap
@@ -230,6 +231,11 @@ class HypothesesScreen(RldiffScreen):
             text.append_text(safe(h.note))
         text.append("\nlabeler: ", style="dim")
         text.append_text(one_line(json.dumps(h.spec, ensure_ascii=False) if h.spec is not None else "—", 300))
+        text.append("\nprovenance: ", style="dim")
+        text.append_text(one_line(provenance_text(h), 600))
+        for wording in other_fold_wordings(h):
+            text.append("\nalso drafted on the other fold as: ", style="dim")
+            text.append_text(one_line(wording, 240))
         calibration = self._calibrations.get(h.hypothesis_id)
         if calibration is not None:
             from engine.hypotheses.calibration_record import calibration_lines

@@ -1,0 +1,63 @@
+"""Where a hypothesis came from: the split it is tested on, and in words one line for the report, the same
+facts and the other fold's wordings for `rldiff hypothesis show` and the TUI. Statements and feature names
+quote rollouts: callers sanitise what they print (`engine.safe_text`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.kinds import DISCOVERY, HELDOUT, Split
+from engine.store.queries import HypothesisRow
+
+MAX_NAMED = 5  # features named in the line
+MAX_SIDE_EFFECTS = 3
+# What a hypothesis is tested on (provenance 'split'): held-out, or in a cross-fitted small study discovery
+# (it was drafted on the held-out fold).
+SPLIT_NAMES: dict[str, str] = {HELDOUT: "held-out", DISCOVERY: "discovery"}
+
+
+def tested_split(provenance: str | dict[str, Any] | None) -> Split:
+    """The split a hypothesis is tested on, from its provenance (default: held-out)."""
+    p = json.loads(provenance) if isinstance(provenance, str) else provenance or {}
+    return DISCOVERY if p.get("split") == DISCOVERY else HELDOUT
+
+
+def provenance_parts(h: HypothesisRow) -> list[str]:
+    """The facts of a hypothesis' provenance, each a short phrase."""
+    p = h.provenance or {}
+    parts = [f"origin {h.origin}", f"labeler {p.get('labeler', h.labeler)}"]
+    tested = SPLIT_NAMES[tested_split(p)]
+    if p.get("drafted_on"):
+        parts.append(f"drafted on {SPLIT_NAMES.get(p['drafted_on'], p['drafted_on'])}, tested on {tested}")
+    elif p.get("split"):
+        parts.append(f"tested on {tested}")
+    if p.get("cluster_id") is not None:
+        parts.append(f"cluster {p['cluster_id']}")
+    named = p.get("feature_names") or p.get("feature_ids")
+    if named:
+        parts.append("from " + ", ".join(str(f) for f in named[:MAX_NAMED]))
+    if p.get("model"):
+        parts.append(f"model {p['model']}")
+    if p.get("prompt_hash"):
+        parts.append(f"prompt {str(p['prompt_hash'])[:12]}")
+    if p.get("seed") is not None:
+        parts.append(f"seed {p['seed']}")
+    if p.get("merged"):
+        parts.append(f"{len(p['merged'])} narrower or duplicate drafts merged in")
+    if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
+        parts.append("drafted on both folds, tested once")
+    if p.get("side_effects"):  # drafts whose discovery change this finding's segments explain (docs/hypotheses.md)
+        effects = p["side_effects"][:MAX_SIDE_EFFECTS]
+        parts.append("side effects: " + " | ".join(str(e.get("statement", ""))[:120] for e in effects))
+    return parts
+
+
+def provenance_text(h: HypothesisRow) -> str:
+    """The provenance as one line (the report's)."""
+    return "; ".join(provenance_parts(h))
+
+
+def other_fold_wordings(h: HypothesisRow) -> list[str]:
+    """How the other fold of a cross-fitted study drafted the same behaviour (not tested again there)."""
+    return [str(e.get("statement", "")) for e in (h.provenance or {}).get("other_fold", [])]
