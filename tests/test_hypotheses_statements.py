@@ -15,7 +15,7 @@ import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
-from engine.hypotheses.merge import drop_repeats, merge_near_duplicates
+from engine.hypotheses.merge import _same_quote, drop_repeats, merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -522,3 +522,30 @@ def test_a_wording_inside_one_draft_merges_into_it_though_a_broad_one_also_co_oc
     kept = merge_near_duplicates([broad, concept, phrase], PLAIN_DISCOVERY)
     assert [d.statement for d in kept] == [broad.statement, concept.statement]
     assert [m["statement"] for m in kept[1].provenance["merged"]] == [phrase.statement]
+
+
+def loose_draft(fold: DiscoverySplit, exemplars: list[str], threshold: float, hits: frozenset[int]) -> Draft:
+    """An exemplar draft quoting `exemplars[0]`, its other exemplars about other things; `hits` stand apart
+    from any other draft's, so only the quote can unite it with one."""
+    spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": threshold}}]}
+    return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", 3.0, 0.2,
+                 {"feature_ids": [1]}, hits, ("reasoning",))  # fmt: skip
+
+
+def test_two_sources_quoting_paraphrases_are_one_finding_and_loose_labelers_alone_are_not() -> None:
+    """One fold, two sources (a phrase and a latent of one behaviour) quoting paraphrases (stand-in cosine
+    0.8), each labeler matching the other's quote but few of its other exemplars: joined into one finding.
+    Two labelers loose enough to match each other's quote (cosine 0.4, thresholds 0.35) do not quote
+    paraphrases of one sentence."""
+    fold = DiscoverySplit(population(PLAIN, THINK, lambda a, i: []), splitter=split_on_periods)
+    answer = loose_draft(fold, [f"{WORDINGS[1]}.", "Refunds take a week.", "Shipping is free today."], 0.75,
+                         frozenset({1, 2, 3, 4}))  # fmt: skip
+    reply = loose_draft(fold, [f"{WORDINGS[3]}.", "Prices went up in May.", "Delivery was late again."], 0.75,
+                        frozenset({10**6, 10**6 + 1}))  # fmt: skip
+    kept = merge_near_duplicates([answer, reply], fold)
+    assert len(kept) == 1 and [m["statement"] for m in kept[0].provenance["merged"]] == [reply.statement]
+    grader = loose_draft(fold, [f"{WORDINGS[1]}.", "Refunds take a week.", "Shipping is free today."], 0.35,
+                         frozenset({1, 2, 3}))  # fmt: skip
+    wants = loose_draft(fold, ["The grader wants a refund.", "Prices went up in May.", "Delivery was late again."],
+                        0.35, frozenset({10**6}))  # fmt: skip
+    assert not _same_quote(grader, wants, fold) and _same_quote(answer, reply, fold)

@@ -58,7 +58,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
       most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
       as it names a behaviour worded many ways);
     - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
-      (`_another_wording`): the same behaviour in other words, joined into it (`_joined`);
+      (`_another_wording`), or quoting the sentence the kept one quotes (`_same_quote`: each labeler matches
+      the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`);
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
@@ -87,7 +88,9 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
             else:
                 main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
             continue
-        wording = next((k for k in peers if _another_wording(draft, k, discovery)), None)
+        wording = next(
+            (k for k in peers if _another_wording(draft, k, discovery) or _same_quote(draft, k, discovery)), None
+        )
         if wording is not None:
             kept[kept.index(wording)] = _joined(wording, draft, discovery)
             continue
@@ -180,15 +183,18 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
 
 
 def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
-    """Whether two exemplar drafts of the same kinds quote one sentence: each one's labeler matches the
-    sentence the other's statement quotes (its first exemplar). Two folds drafting one behaviour pick
-    nearly the same sentence, with labelers whose thresholds can differ so much that neither holds most of
-    the other's exemplars."""
+    """Whether two exemplar drafts of the same kinds quote one sentence: the two quoted sentences (first
+    exemplars) are paraphrases (cosine at least DEFAULT_MIN_SIMILARITY) and each one's labeler matches the
+    sentence the other's statement quotes. Two folds drafting one behaviour pick nearly the same sentence,
+    with labelers whose thresholds can differ so much that neither holds most of the other's exemplars; two
+    sources of one fold (a phrase and a latent of the same closing offer) too."""
     mine, theirs = _similar_nodes(draft.spec), _similar_nodes(other.spec)
     if not (mine and theirs) or draft.kinds != other.kinds:
         return False
     embed = fold.population.embedder.embed
     quotes = embed([mine[0]["exemplars"][0], theirs[0]["exemplars"][0]])
+    if float(quotes[0] @ quotes[1]) < DEFAULT_MIN_SIMILARITY:  # not paraphrases, whatever loose labelers match
+        return False
     for quote, nodes in ((quotes[1], mine), (quotes[0], theirs)):
         if not any(
             (embed(n["exemplars"]) @ quote).max() >= n.get("min_similarity", DEFAULT_MIN_SIMILARITY) for n in nodes
