@@ -5,10 +5,12 @@ quote rollouts: callers sanitise what they print (`engine.safe_text`)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.kinds import DISCOVERY, HELDOUT, Split
-from engine.store.queries import HypothesisRow
+
+if TYPE_CHECKING:  # the TUI imports this module, and it never loads the store itself (tests/test_tui_import.py)
+    from engine.store.queries import HypothesisRow
 
 MAX_NAMED = 5  # features named in the line
 MAX_SIDE_EFFECTS = 3
