@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars
+from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars, matched_by
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
 
@@ -143,6 +143,20 @@ def test_fit_exemplars_needs_two_carriers_and_weighs_a_sample_of_quiet_segments(
 
 
 @pytest.mark.slow  # loads MiniLM
+def test_matched_by_says_how_much_of_a_labelers_positives_the_quote_stands_for() -> None:
+    """A labeler fitted to a source that fires on two things quotes one of them; each positive goes to its
+    nearest exemplar, the quoted one first, then the others most gone to, with their shares."""
+    exemplars = ["The grader checks my answer.", "Your booking total is ready.", "Refunds take a week.", "Sure."]
+    spec = {"all": [{"kind": "text"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.5}}]}
+    evidence = ["The grader checks my reply."] * 2 + ["Your booking total is shown."] * 5 + ["Refunds take a week."]
+    shares = matched_by(spec, evidence, WordEmbedder())
+    assert [(s["exemplar"], s["share"]) for s in shares] == [
+        (exemplars[0], 2 / 8), (exemplars[1], 5 / 8), (exemplars[2], 1 / 8)
+    ]  # fmt: skip
+    assert matched_by({"tool_name": "search"}, evidence, WordEmbedder()) == []
+    assert matched_by(spec, [], WordEmbedder()) == []
+
+
 def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedder(tmp_path) -> None:
     from factories_hypotheses import Planted, make_study
 

@@ -93,11 +93,16 @@ def test_provenance_names_a_findings_side_effects() -> None:
         provenance={
             **{"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
             **{"drafted_on": "heldout", "split": "discovery", "feature_names": ["ngram:regarding"]},
+            "matched_by": [
+                {"exemplar": "Regarding your refund.", "share": 0.25},
+                {"exemplar": "- Total: $5", "share": 0.5},
+            ],
         },
     )
     text = provenance_text(row)
     assert "2 narrower or duplicate drafts merged in" in text and "drafted on both folds, tested once" in text
     assert "drafted on held-out, tested on discovery; from ngram:regarding" in text
+    assert "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” 50%" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
 
 

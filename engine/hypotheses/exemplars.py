@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (too
 # longer-lived process (TUI, MCP) evicts the least recently used.
 UNITS_CACHE = 1 << 16
 UNIT_NGRAMS_CACHE = 1 << 14  # units whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
+MATCHED_BY = 3  # exemplars besides the quoted one named as what a labeler's positives are like
 
 
 class Embedder(Protocol):
@@ -223,3 +224,28 @@ def best_f1_threshold(positive: np.ndarray, negative: np.ndarray, negative_weigh
     best = int(np.argmax(f1))
     below = sorted_scores[best + 1] if best + 1 < scores.size else sorted_scores[best]
     return float((sorted_scores[best] + below) / 2), float(f1[best])
+
+
+def similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `similar_to` nodes of an exemplar spec `{"all": [KIND, NODE]}`, NODE one `similar_to` or
+    `{"any": [similar_to, ...]}` (wordings joined by `engine.hypotheses.merge`); none for any other spec."""
+    parts = spec.get("all", [])
+    if len(parts) != 2 or "kind" not in parts[0]:
+        return []
+    nodes = parts[1].get("any", [parts[1]])
+    return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
+
+
+def matched_by(spec: dict[str, Any], evidence: Sequence[str], embedder: Embedder) -> list[dict[str, Any]]:
+    """What an exemplar labeler's positives are like: each positive's evidence (its matching sentence) goes to
+    its nearest exemplar; the quoted exemplar (the first) and the MATCHED_BY others most gone to, each with
+    its share of the positives. A statement quotes one exemplar, but a labeler fitted to a source that fires
+    on several things (a polysemantic latent) counts them all: the shares say how much of the measured change
+    the quote stands for. Empty for any other labeler or without positives."""
+    exemplars = [t for node in similar_nodes(spec) for t in node["exemplars"]]
+    if not exemplars or not evidence:
+        return []
+    nearest = (embedder.embed(list(evidence)) @ embedder.embed(exemplars).T).argmax(axis=1)
+    counts = np.bincount(nearest, minlength=len(exemplars))
+    others = [int(i) for i in np.argsort(-counts, kind="stable") if i != 0 and counts[i]][:MATCHED_BY]
+    return [{"exemplar": exemplars[i], "share": float(counts[i] / len(evidence))} for i in [0, *others]]

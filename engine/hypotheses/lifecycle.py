@@ -14,7 +14,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, matched_by
 from engine.hypotheses.exposure import exploratory_note
 from engine.hypotheses.judge import judge_labels
 from engine.hypotheses.population import Population, load_population
@@ -164,6 +164,13 @@ def labeler_provenance(
     }
 
 
+def labels_provenance(spec: dict[str, Any], labels: pl.DataFrame, population: Population) -> dict[str, Any]:
+    """What a hypothesis's labels add to its provenance: for an exemplar labeler, what its positives are like
+    (`exemplars.matched_by`; empty for any other labeler)."""
+    evidence = labels.filter(pl.col("label"))["evidence"].drop_nulls().to_list()
+    return {"matched_by": matched_by(spec, evidence, population.embedder)}
+
+
 # -- the user's hypotheses -------------------------------------------------------------------------------------
 
 
@@ -243,6 +250,7 @@ def test_hypothesis(
         provenance = {
             **(json.loads(row.provenance) if row.provenance else {}),
             **labeler_provenance(labeler, session, config, split),
+            **labels_provenance(spec, labels, population),
         }
         if labels.height == 0:
             raise InputError(

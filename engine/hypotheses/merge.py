@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
-from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, similar_nodes
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
 from engine.hypotheses.statements import concept_statement
 
@@ -83,7 +83,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
                 and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
             ):
                 kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
-            elif _similar_nodes(draft.spec) and _similar_nodes(main.spec):
+            elif similar_nodes(draft.spec) and similar_nodes(main.spec):
                 kept[kept.index(main)] = _joined(main, draft, discovery, "narrower wording")
             else:
                 main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
@@ -149,21 +149,11 @@ def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) 
     return None
 
 
-def _similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `similar_to` nodes of an extractive exemplar spec: `{"all": [KIND, NODE]}`, NODE one `similar_to`
-    or `{"any": [similar_to, ...]}` (wordings joined by `_joined`); none for any other spec."""
-    parts = spec.get("all", [])
-    if len(parts) != 2 or "kind" not in parts[0]:
-        return []
-    nodes = parts[1].get("any", [parts[1]])
-    return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
-
-
 def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bool:
     """Whether an extractive exemplar draft is another wording of a kept one of the same kinds: its positives
     mostly outside the kept one's (paraphrases of one behaviour rarely meet in one segment, so co-occurrence
     cannot unite them), and the kept labeler matches at least MIN_EXEMPLARS_MATCHED of its exemplars."""
-    mine, theirs = _similar_nodes(draft.spec), _similar_nodes(kept.spec)
+    mine, theirs = similar_nodes(draft.spec), similar_nodes(kept.spec)
     if (
         not (mine and theirs)
         or draft.kinds != kept.kinds
@@ -188,7 +178,7 @@ def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
     sentence the other's statement quotes. Two folds drafting one behaviour pick nearly the same sentence,
     with labelers whose thresholds can differ so much that neither holds most of the other's exemplars; two
     sources of one fold (a phrase and a latent of the same closing offer) too."""
-    mine, theirs = _similar_nodes(draft.spec), _similar_nodes(other.spec)
+    mine, theirs = similar_nodes(draft.spec), similar_nodes(other.spec)
     if not (mine and theirs) or draft.kinds != other.kinds:
         return False
     embed = fold.population.embedder.embed
@@ -210,7 +200,7 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
     spec = {
         "all": [
             kept.spec["all"][0],
-            {"any": [{"similar_to": n} for n in _similar_nodes(kept.spec) + _similar_nodes(wording.spec)]},
+            {"any": [{"similar_to": n} for n in similar_nodes(kept.spec) + similar_nodes(wording.spec)]},
         ]
     }
     hits, delta, z = discovery.evaluate(discovery.verifier(spec), kept.kinds)
@@ -219,7 +209,7 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
         kept.provenance["merged"].append(_absorbed(wording, relation))
         return kept
     index, _ = discovery.index(kept.kinds)
-    medoid = _similar_nodes(kept.spec)[0]["exemplars"][0]
+    medoid = similar_nodes(kept.spec)[0]["exemplars"][0]
     restated = concept_statement(
         kept.direction == "increase", kept.kinds, medoid, int(hits.sum()), kept.provenance.get("words", [])
     )

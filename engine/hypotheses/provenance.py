@@ -8,12 +8,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from engine.kinds import DISCOVERY, HELDOUT, Split
+from engine.safe_text import line
 
 if TYPE_CHECKING:  # the TUI imports this module, and it never loads the store itself (tests/test_tui_import.py)
     from engine.store.queries import HypothesisRow
 
 MAX_NAMED = 5  # features named in the line
 MAX_SIDE_EFFECTS = 3
+QUOTE_CHARS = 60  # of each other exemplar named
 # What a hypothesis is tested on (provenance 'split'): held-out, or in a cross-fitted small study discovery
 # (it was drafted on the held-out fold).
 SPLIT_NAMES: dict[str, str] = {HELDOUT: "held-out", DISCOVERY: "discovery"}
@@ -49,6 +51,10 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         parts.append(f"{len(p['merged'])} narrower or duplicate drafts merged in")
     if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
         parts.append("drafted on both folds, tested once")
+    if p.get("matched_by"):  # an exemplar labeler's positives by their nearest exemplar (exemplars.matched_by)
+        quote, *others = p["matched_by"]
+        like = "".join(f", “{line(o['exemplar'], QUOTE_CHARS)}” {o['share']:.0%}" for o in others)
+        parts.append(f"{tested} positives by nearest exemplar: the quoted one {quote['share']:.0%}{like}")
     if p.get("side_effects"):  # drafts whose discovery change this finding's segments explain (docs/hypotheses.md)
         effects = p["side_effects"][:MAX_SIDE_EFFECTS]
         parts.append("side effects: " + " | ".join(str(e.get("statement", ""))[:120] for e in effects))

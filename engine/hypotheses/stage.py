@@ -28,13 +28,14 @@ from engine.hypotheses.lifecycle import (
     hypothesis_kinds,
     label,
     labeler_provenance,
+    labels_provenance,
     open_session,
     record_too_slow,
     replace_labels,
     revalidate,
 )
 from engine.hypotheses.merge import drop_repeats
-from engine.hypotheses.population import load_population
+from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
 from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
@@ -117,22 +118,27 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
                 population = populations[tested_split(r["provenance"])]
+                spec = json.loads(r["spec"])
                 relabels: pl.DataFrame | None
                 try:
-                    relabels = label(population, r["labeler"], json.loads(r["spec"]), session, rng, Budget())
+                    relabels = label(population, r["labeler"], spec, session, rng, Budget())
                 except LabelerTooSlow as exc:  # its old labels go; it is recorded inconclusive below
                     slow[r["hypothesis_id"]] = str(exc)
                     relabels = None
-                relabelled.append((r["hypothesis_id"], relabels))
+                provenance = json.loads(r["provenance"] or "{}")
+                if relabels is not None:
+                    provenance |= labels_provenance(spec, relabels, population)
+                relabelled.append((r["hypothesis_id"], relabels, provenance))
         with store.transaction():
             keep_ids = kept["hypothesis_id"].to_list()
             testing.keep_only(store, keep_ids)
-            _write_drafts(store, labelled, session, config)
-            for hypothesis_id, relabels in relabelled:
+            _write_drafts(store, labelled, populations, session, config)
+            for hypothesis_id, relabels, provenance in relabelled:
                 if relabels is None:
                     testing.delete_labels(store, hypothesis_id)
                 else:
                     replace_labels(store, hypothesis_id, relabels)
+                    testing.set_provenance(store, hypothesis_id, json.dumps(provenance, default=str))
             for feature_id, text in explanations.items():
                 testing.set_explanation(store, feature_id, text)
             results = revalidate(store, populations, config, stream(config.seed, "revalidation"))
@@ -212,15 +218,20 @@ def _check_judges(
 
 
 def _write_drafts(
-    store: Store, labelled: list[tuple[Draft, pl.DataFrame, Split]], session: LLMSession | None, config: AnalyzeConfig
+    store: Store,
+    labelled: list[tuple[Draft, pl.DataFrame, Split]],
+    populations: dict[Split, Population],
+    session: LLMSession | None,
+    config: AnalyzeConfig,
 ) -> None:
     first = store.next_id("hypotheses", "hypothesis_id")
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = []
-    for offset, (draft, _, tested_on) in enumerate(labelled):
+    for offset, (draft, labels, tested_on) in enumerate(labelled):
         provenance = {
             **draft.provenance,
             **labeler_provenance(draft.labeler, session, config, tested_on),
+            **labels_provenance(draft.spec, labels, populations[tested_on]),
             "drafted_on": HELDOUT if tested_on == DISCOVERY else DISCOVERY,
             "labeler_discovery_delta": draft.discovery_delta,
         }
