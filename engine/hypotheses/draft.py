@@ -195,12 +195,15 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     if not gram or not set(source.kinds) <= set(SENTENCE_KINDS):
         return phrase
     index, segs = discovery.index(source.kinds)
-    carrying = index.matches({gram})
-    more = carrying & (index.is_after if source.delta > 0 else ~index.is_after)
-    rows = segs.filter(pl.Series(more)).select("kind", "text").iter_rows()
-    sentences = [
-        u for kind, text in rows for u in segment_units(kind, text, discovery.splitter) if gram in unit_ngrams(u)
+    carried = [
+        [u for u in segment_units(kind, text, discovery.splitter) if gram in unit_ngrams(u)]
+        for kind, text in segs.select("kind", "text").iter_rows()
     ]
+    # A segment carries the phrase in a sentence of its own (not only across two), and that sentence is its
+    # carrier: every such sentence is a seed, so no other sentence of its segment (a stock "Please let me know
+    # how you'd like to proceed.") can become an exemplar of the phrase's behaviour.
+    carrying = np.array([bool(c) for c in carried], dtype=bool)
+    sentences = [u for c in carried for u in c]
     worded = _concept_draft(
         source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
     )
