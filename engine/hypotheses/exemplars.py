@@ -156,7 +156,8 @@ def fit_exemplars(
     """Exemplars and threshold fitted to a feature's own firing on discovery segments (`fires`, parallel to
     `segments`, as (kind, text)). Each firing segment's *carrier* is its sentence closest to the feature's
     `seeds` (its strongest example sentences); up to `k` exemplars are chosen among the carriers to cover them
-    (greedy facility location: each pick adds most to the carriers' similarity to their nearest exemplar), and
+    (greedy facility location: each pick adds most to the carriers' similarity to their nearest exemplar; the
+    one most carriers are nearest to first, as statements quote it), and
     the threshold is the one whose segment labels best agree (F1) with the feature's firing, an exemplar not
     scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be a sample,
     each standing for `negative_weight` segments.
@@ -191,7 +192,10 @@ def fit_exemplars(
         best = int(np.argmax(gain))
         picked.append(best)
         cover = np.maximum(cover, within[:, best])
-    chosen = pool[picked]
+    # The quoted exemplar (the first) is the one most carriers are nearest to: the facility-location first
+    # pick is the carriers' centre, which where they form groups can be nobody's nearest exemplar.
+    nearest = np.bincount(within[:, picked].argmax(axis=1), minlength=len(picked))
+    chosen = pool[[picked[i] for i in np.argsort(-nearest, kind="stable")]]
     unit_sims = (vectors @ vectors[chosen].T)[index]
     for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
         unit_sims[(index == text) & (owner == carriers[int(text)]), j] = -1.0
