@@ -195,18 +195,18 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     if not gram or not set(source.kinds) <= set(SENTENCE_KINDS):
         return phrase
     index, segs = discovery.index(source.kinds)
-    carried = [
-        [u for u in segment_units(kind, text, discovery.splitter) if gram in unit_ngrams(u)]
-        for kind, text in segs.select("kind", "text").iter_rows()
-    ]
     # A segment carries the phrase in a sentence of its own (not only across two), and that sentence is its
     # carrier: every such sentence is a seed, so no other sentence of its segment (a stock "Please let me know
-    # how you'd like to proceed.") can become an exemplar of the phrase's behaviour.
-    carrying = np.array([bool(c) for c in carried], dtype=bool)
-    sentences = [u for c in carried for u in c]
-    worded = _concept_draft(
-        source, set(index.segment_ids[carrying].tolist()), discovery.with_examples(lambda _ids: sentences)
-    )
+    # how you'd like to proceed.") can become an exemplar of the phrase's behaviour. Only the segments the
+    # n-gram index finds are read: a sentence's n-grams are its segment's.
+    rows = np.flatnonzero(index.matches({gram}))
+    carried = {
+        int(row): [u for u in segment_units(kind, text, discovery.splitter) if gram in unit_ngrams(u)]
+        for row, (kind, text) in zip(rows, segs[rows].select("kind", "text").iter_rows(), strict=True)
+    }
+    sentences = [u for units in carried.values() for u in units]
+    carrying = {int(index.segment_ids[row]) for row, units in carried.items() if units}
+    worded = _concept_draft(source, carrying, discovery.with_examples(lambda _ids: sentences))
     if worded is None or (phrase is not None and worded.score <= phrase.score):
         return phrase
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
