@@ -20,11 +20,13 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
         return 0
     from rich.text import Text
 
+    from engine.hypotheses.equal_length import length_caution
     from engine.safe_text import clean
 
     for h in rows:  # one line each, cut at the terminal's width
         q = "–" if h.q_value is None else f"{h.q_value:.3g}"
-        line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {' '.join(clean(h.statement).split())}"
+        flag = "(may be turn length) " if length_caution(h.provenance) else ""
+        line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {flag}{' '.join(clean(h.statement).split())}"
         output.out.print(Text(line, no_wrap=True, overflow="ellipsis"))
     return 0
 

@@ -14,6 +14,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses.budget import Budget, LabelerTooSlow
+from engine.hypotheses.equal_length import about_length
 from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, matched_by
 from engine.hypotheses.exposure import exploratory_note
 from engine.hypotheses.judge import judge_labels
@@ -113,7 +114,10 @@ def revalidate(
             embedder = next(iter(populations.values())).embedder if populations else None
             population = load_population(store, *config.checkpoints, split)
             populations[split] = replace(population, embedder=embedder) if embedder is not None else population
-        claims = [Claim(rows["hypothesis_id"][i], rows["direction"][i]) for i in groups[split]]
+        claims = [
+            Claim(rows["hypothesis_id"][i], rows["direction"][i], about_length(json.loads(rows["spec"][i])))
+            for i in groups[split]
+        ]
         return validate(
             populations[split],
             labels,
@@ -139,6 +143,10 @@ def revalidate(
     for r, v in zip(rows.iter_rows(named=True), results, strict=True):
         testing.record_heldout_test(store, r["statement"], r["spec"], v.p_value, now)
         testing.set_result(store, v.hypothesis_id, _result_values(v), now)
+        provenance = json.loads(r["provenance"] or "{}")
+        if v.equal_length is not None or "equal_length" in provenance:
+            provenance["equal_length"] = v.equal_length.as_json() if v.equal_length is not None else None
+            testing.set_provenance(store, v.hypothesis_id, json.dumps(provenance))
     return results
 
 

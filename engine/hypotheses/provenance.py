@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from engine.hypotheses.equal_length import EqualLength
 from engine.kinds import DISCOVERY, HELDOUT, Split
 from engine.safe_text import line
 
@@ -36,6 +37,8 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         parts.append(f"drafted on {SPLIT_NAMES.get(p['drafted_on'], p['drafted_on'])}, tested on {tested}")
     elif p.get("split"):
         parts.append(f"tested on {tested}")
+    if p.get("equal_length"):  # the held-out change within turn-length strata (engine.hypotheses.length)
+        parts.append(EqualLength(**p["equal_length"]).phrase())
     if p.get("cluster_id") is not None:
         parts.append(f"cluster {p['cluster_id']}")
     named = p.get("feature_names") or p.get("feature_ids")

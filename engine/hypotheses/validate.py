@@ -5,11 +5,14 @@ detectable effect at the BH level, and association with reward. Methods: docs/st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import polars as pl
 
+from engine.hypotheses.equal_length import EqualLength
+from engine.hypotheses.length import equal_length_rates, words_per_turn
 from engine.hypotheses.population import Population
 from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
@@ -38,6 +41,7 @@ class Claim:
 
     hypothesis_id: int
     direction: str  # 'increase' | 'decrease'
+    about_length: bool = False  # a claim about turn length itself is not standardised over length
 
 
 @dataclass(frozen=True)
@@ -57,32 +61,36 @@ class Validation:
     reward_assoc: float | None
     scope: str = "these tasks"  # what the test speaks for: 'these tasks' or 'new tasks'
     floor: float | None = None  # smallest p-value the held-out design allows
+    equal_length: EqualLength | None = None  # the test within turn-length strata, where it applies
 
 
 def _num(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-def rollout_matrices(
-    population: Population, labels: pl.DataFrame, ids: list[int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(counts, totals, n_labeled) with counts/totals of shape (n_rollouts, n_hypotheses): weighted positive
-    and weighted labelled segments per held-out rollout, in `population.rollout_arrays()` order."""
+def labelled_segments(population: Population, labels: pl.DataFrame, ids: list[int]) -> pl.DataFrame:
+    """Each label of the claims `ids` with row (its rollout's index in `population.rollout_arrays()` order),
+    column (its claim's index in `ids`), kind, words, weight and label."""
     keys = population.rollout_arrays()[0]
-    index = {int(k): i for i, k in enumerate(keys)}
-    column = {h: j for j, h in enumerate(ids)}
-    counts = np.zeros((keys.size, len(ids)))
-    totals = np.zeros((keys.size, len(ids)))
-    n_labeled = np.zeros(len(ids), dtype=int)
-    joined = labels.join(population.segments.select("segment_id", "rollout_key"), on="segment_id")
-    if joined.height:
-        r = np.array([index[int(k)] for k in joined["rollout_key"]])
-        c = np.array([column[int(h)] for h in joined["hypothesis_id"]])
-        w = joined["weight"].to_numpy()
-        np.add.at(totals, (r, c), w)
-        np.add.at(counts, (r, c), w * joined["label"].to_numpy())
-        n_labeled = np.bincount(c, minlength=len(ids))
-    return counts, totals, n_labeled
+    segments = population.segments.select(
+        "segment_id", "rollout_key", "kind", words=pl.col("text").fill_null("").str.count_matches(r"\S+")
+    )
+    joined = labels.filter(pl.col("hypothesis_id").is_in(ids)).join(segments, on="segment_id")
+    row = pl.DataFrame({"rollout_key": keys, "row": np.arange(keys.size)})
+    column = pl.DataFrame({"hypothesis_id": ids, "column": np.arange(len(ids))})
+    return joined.join(row, on="rollout_key").join(column, on="hypothesis_id", how="left")
+
+
+def rollout_matrices(labelled: pl.DataFrame, n_rollouts: int, n_claims: int) -> tuple[np.ndarray, ...]:
+    """(counts, totals, n_labeled) with counts/totals of shape (n_rollouts, n_claims): weighted positive and
+    weighted labelled segments per rollout, from `labelled_segments`."""
+    counts = np.zeros((n_rollouts, n_claims))
+    totals = np.zeros((n_rollouts, n_claims))
+    r, c = labelled["row"].to_numpy(), labelled["column"].to_numpy()
+    w = labelled["weight"].to_numpy()
+    np.add.at(totals, (r, c), w)
+    np.add.at(counts, (r, c), w * labelled["label"].to_numpy())
+    return counts, totals, np.bincount(c, minlength=n_claims)
 
 
 def validate(
@@ -107,19 +115,17 @@ def validate(
     if not claims:
         return []
     ids = [c.hypothesis_id for c in claims]
-    counts, totals, n_labeled = rollout_matrices(population, labels, ids)
-    _, is_after, task, reward = population.rollout_arrays()
-    test = test_prevalence(
-        counts,
-        totals,
-        is_after,
-        task,
-        rng,
-        n_permutations=n_permutations,
-        new_tasks=new_tasks,
-        fdr=fdr,
-        max_permutations=MAX_PERMUTATION_FACTOR * n_permutations,
-    )
+    keys, is_after, task, reward = population.rollout_arrays()
+    labelled = labelled_segments(population, labels, ids)
+    counts, totals, n_labeled = rollout_matrices(labelled, keys.size, len(ids))
+    options = {
+        "n_permutations": n_permutations,
+        "new_tasks": new_tasks,
+        "fdr": fdr,
+        "max_permutations": MAX_PERMUTATION_FACTOR * n_permutations,
+    }
+    test = test_prevalence(counts, totals, is_after, task, rng, **options)
+    equal = _equal_length(labelled, claims, totals, is_after, task, rng, options)
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
@@ -128,14 +134,18 @@ def validate(
     strata = np.unique(np.stack([task, is_after]), axis=1, return_inverse=True)[1].ravel()
     fires = np.where(totals > 0, counts > 0, 0.0)
     assoc = reward_association(fires, reward, strata)
+    where = TESTED_ON.get(population.split, population.split)
     out = []
     for j, claim in enumerate(claims):
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = 1.0 if claim.direction == "increase" else -1.0
         status, reason = _decide(
             n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
-            sign, fdr, test.scope, TESTED_ON.get(population.split, population.split),
+            sign, fdr, test.scope, where,
         )  # fmt: skip
+        if status == "validated" and equal[j] is not None and equal[j].needs_caution(sign, fdr):
+            equal[j] = replace(equal[j], caution=True)
+            reason = f"{equal[j].caution_text(sign)}; {reason}"
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -153,8 +163,43 @@ def validate(
                 _num(assoc[j]),
                 test.scope,
                 _num(test.floor[j]),
+                equal[j],
             )
         )
+    return out
+
+
+def _equal_length(
+    labelled: pl.DataFrame,
+    claims: list[Claim],
+    totals: np.ndarray,
+    is_after: np.ndarray,
+    task: np.ndarray,
+    rng: np.random.Generator,
+    options: dict[str, Any],
+) -> list[EqualLength | None]:
+    """Each claim's equal-length test (`engine.hypotheses.length`), None where it does not apply, on the
+    rollouts and design of the main test."""
+    has = np.flatnonzero((totals > 0).any(axis=1))
+    design = CheckpointDesign.from_labels(is_after[has], task[has])
+    rows = has[design.keep]
+    columns, rates = [], []
+    for j, claim in enumerate(claims):
+        mine = labelled.filter(pl.col("column") == j)
+        y = None if claim.about_length or mine.height == 0 else equal_length_rates(mine, rows, design)
+        if y is not None:
+            columns.append(j)
+            rates.append(y)
+    out: list[EqualLength | None] = [None] * len(claims)
+    if not columns:
+        return out
+    test = test_prevalence(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows], rng, **options)
+    for i, j in enumerate(columns):
+        words = words_per_turn(labelled.filter(pl.col("column") == j), is_after)
+        if np.isfinite(test.delta[i]) and np.isfinite(test.p_value[i]):
+            out[j] = EqualLength(
+                float(test.delta[i]), _num(test.ci_low[i]), _num(test.ci_high[i]), float(test.p_value[i]), *words
+            )
     return out
 
 

@@ -1,0 +1,77 @@
+"""What the equal-length test of a held-out claim found (computed in `engine.hypotheses.length`), in words for
+provenance, and which claims it does not apply to. Free of numpy and polars: the TUI imports it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LENGTH_FEATURE = "length:"  # prefix of the structural length bands (engine.features.structural)
+
+
+@dataclass(frozen=True)
+class EqualLength:
+    """The equal-length test of one claim, beside the words per labelled turn of each checkpoint."""
+
+    delta: float
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float
+    words_before: float
+    words_after: float
+    caution: bool = False  # set on a validated claim it does not support (`needs_caution`)
+
+    @property
+    def informative(self) -> bool:
+        """False where no stratum varies (every turn of a length labelled alike): length and label coincide, and
+        the test cannot tell a behaviour from its length."""
+        return self.ci_low is not None and self.ci_high is not None
+
+    def needs_caution(self, sign: float, fdr: float) -> bool:
+        """Whether a validated claim in direction `sign` (+1 more, -1 fewer) may be length alone: its turns grew
+        (or shrank) the way it claims, which raises (or lowers) any 'contains' rate by itself, and it does not
+        hold at equal length. A claim against the length change is conservative under length, and another
+        behaviour's added sentences lower the equal-length rate, so neither gets a caution, and none rejects."""
+        moved = sign * (self.words_after - self.words_before) > 0
+        return moved and self.informative and not (sign * self.delta > 0 and self.p_value < fdr)
+
+    def caution_text(self, sign: float) -> str:
+        return f"caution, it may be {'longer' if sign > 0 else 'shorter'} turns: {self.phrase()}"
+
+    def phrase(self) -> str:
+        """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns 120 -> 180 words'."""
+        turns = f"turns {self.words_before:.0f} -> {self.words_after:.0f} words"
+        if not self.informative:
+            return f"at equal turn length: no variation within lengths (length and label coincide); {turns}"
+        return (
+            f"at equal turn length {self.delta * 100:+.1f} pts (CI {self.ci_low * 100:+.1f} to "
+            f"{self.ci_high * 100:+.1f}), p={self.p_value:.2g}; {turns}"
+        )
+
+    def as_json(self) -> dict[str, float | None]:
+        return {
+            "delta": self.delta,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "p_value": self.p_value,
+            "words_before": self.words_before,
+            "words_after": self.words_after,
+            "caution": self.caution,
+        }
+
+
+def about_length(spec: dict[str, Any]) -> bool:
+    """Whether a verifier spec tests a length band itself (standardising it over length would erase it)."""
+    if isinstance(spec, dict):
+        name = spec.get("structural")
+        if isinstance(name, str) and name.startswith(LENGTH_FEATURE):
+            return True
+        return any(about_length(v) for v in spec.values() if isinstance(v, dict | list))
+    if isinstance(spec, list):
+        return any(about_length(v) for v in spec)
+    return False
+
+
+def length_caution(provenance: dict[str, Any] | None) -> bool:
+    """Whether a hypothesis's held-out result carries the equal-length caution (its provenance's)."""
+    return bool(((provenance or {}).get("equal_length") or {}).get("caution"))
