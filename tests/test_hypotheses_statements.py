@@ -432,6 +432,29 @@ def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
     assert kept[1].provenance["side_effects"] == []
 
 
+def test_a_broad_change_that_a_narrow_finding_inside_it_explains_is_its_side_effect() -> None:
+    """Probe calls fail: errors rise only because probes were added. The error draft's change is gone outside
+    the probe calls, and all of them are errors, so it is the probe finding's side effect. Errors that also
+    rise outside the probes stay a finding beside it."""
+    discovery = DiscoverySplit(two_calls_population())
+    probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
+    errors = call_draft("Error results", 4.0, calls(1, lambda i: i < 26) | calls(1, lambda i: i < 6, False))
+    kept = merge_near_duplicates([probe, errors], discovery)
+    assert [d.statement for d in kept] == [probe.statement]
+    [effect] = kept[0].provenance["side_effects"]
+    assert effect["statement"] == errors.statement and "explained" in effect["relation"]
+    assert discovery.z_among(errors, frozenset(), False) >= 2.0  # a change of its own until the probes explain it
+    wider = call_draft(
+        "Error results",
+        4.0,
+        calls(1, lambda i: i < 20) | calls(2, lambda i: i < 25) | calls(2, lambda i: i < 10, False),
+    )
+    assert [d.statement for d in merge_near_duplicates([probe, wider], discovery)] == [
+        wider.statement,
+        probe.statement,
+    ]
+
+
 # by i % 8: one wording, the other in its exemplar's form (which the first's labeler also matches) and longer
 # (which it does not), and something else
 WORDINGS = {1: "The grader checks my answer", 3: "The grader checks my reply", 0: "The user wants a refund"}

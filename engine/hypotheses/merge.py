@@ -234,18 +234,26 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
     side effect of one of them: where their segments explain it (fewer reasoning turns of 10-49 words because
     others gained a sentence and grew), of the draft whose segments alone explain most of it; else where it
     follows one of them in sequence (`DiscoverySplit.follows`: the tool called again after a failed probe call),
-    of that draft. The least preferred are tried first, so of two drafts that explain each other the
-    preferred one stays."""
+    of that draft. The drafts nested inside it are tried apart from the others (its change may be theirs:
+    more errors because failing probe calls were added). The least preferred are tried first, so of two drafts
+    that explain each other the preferred one stays."""
     kept = list(kept)
     for draft in reversed(list(kept)):
-        # A draft nested inside this one is a part of it, not an explanation (fewer apologies in short turns).
-        others = [
-            k for k in kept if k is not draft and k.hits and not mostly_inside(len(k.hits & draft.hits), len(k.hits))
-        ]
+        others = [k for k in kept if k is not draft and k.hits]
         if not draft.hits or not others:
             continue
-        if discovery.explained(draft, frozenset().union(*(k.hits for k in others))):
-            main = min(others, key=lambda k: discovery.z_among(draft, k.hits, False))
+        # Drafts nested inside this one explain it only together (errors that rise only as probe calls, which
+        # fail, were added), never mixed with the rest: with the short turns' own apologies among them, the
+        # turns that left the short bin would no longer explain the short bin's fall.
+        nested = [k for k in others if mostly_inside(len(k.hits & draft.hits), len(k.hits))]
+        outer = [k for k in others if not any(k is n for n in nested)]
+        explaining = next(
+            (group for group in (outer, nested)
+             if group and discovery.explained(draft, frozenset().union(*(k.hits for k in group)))),
+            None,
+        )  # fmt: skip
+        if explaining is not None:
+            main = min(explaining, key=lambda k: discovery.z_among(draft, k.hits, False))
             relation = "change explained by this finding"
         else:
             cause = next((k for k in others if discovery.follows(draft, k)), None)
