@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from factories_hypotheses import FILLER, Planted, make_study
 
-from engine.hypotheses.equal_length import EqualLength, about_length, length_caution
+from engine.hypotheses.equal_length import EqualLength, about_length, caution_line, length_caution
 from engine.hypotheses.length import length_strata
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.provenance import provenance_text
@@ -135,3 +135,5 @@ def test_provenance_names_the_equal_length_result() -> None:
     )  # fmt: skip
     assert "at equal turn length +1.2 pts (CI -1.0 to +3.4), p=0.3; turns 87 -> 127 words" in provenance_text(row)
     assert length_caution(row.provenance) and not length_caution({})
+    assert caution_line(row.provenance, "increase") == f"it may be longer turns: {equal.phrase()}"
+    assert caution_line({"equal_length": {**equal.as_json(), "caution": False}}, "increase") is None

@@ -36,7 +36,7 @@ class EqualLength:
         return moved and self.informative and not (sign * self.delta > 0 and self.p_value < fdr)
 
     def caution_text(self, sign: float) -> str:
-        return f"caution, it may be {'longer' if sign > 0 else 'shorter'} turns: {self.phrase()}"
+        return f"it may be {'longer' if sign > 0 else 'shorter'} turns: {self.phrase()}"
 
     def phrase(self) -> str:
         """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns 120 -> 180 words'."""
@@ -75,3 +75,10 @@ def about_length(spec: dict[str, Any]) -> bool:
 def length_caution(provenance: dict[str, Any] | None) -> bool:
     """Whether a hypothesis's held-out result carries the equal-length caution (its provenance's)."""
     return bool(((provenance or {}).get("equal_length") or {}).get("caution"))
+
+
+def caution_line(provenance: dict[str, Any] | None, direction: str) -> str | None:
+    """The caution a validated finding carries, in words (None without one): the report's line."""
+    if not length_caution(provenance):
+        return None
+    return EqualLength(**provenance["equal_length"]).caution_text(1.0 if direction == "increase" else -1.0)

@@ -254,7 +254,7 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
         )  # fmt: skip
         if explaining is not None:
             main = min(explaining, key=lambda k: discovery.z_among(draft, k.hits, False))
-            relation = "change explained by this finding"
+            relation = "change explained by this finding" + (", which lies inside it" if explaining is nested else "")
         else:
             cause = next((k for k in others if discovery.follows(draft, k)), None)
             if cause is None:

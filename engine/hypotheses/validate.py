@@ -145,7 +145,7 @@ def validate(
         )  # fmt: skip
         if status == "validated" and equal[j] is not None and equal[j].needs_caution(sign, fdr):
             equal[j] = replace(equal[j], caution=True)
-            reason = f"{equal[j].caution_text(sign)}; {reason}"
+            reason = f"caution, {equal[j].caution_text(sign)}; {reason}"
         out.append(
             Validation(
                 claim.hypothesis_id,

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
+from engine.hypotheses.equal_length import caution_line
 from engine.hypotheses.provenance import provenance_text
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
@@ -77,7 +78,9 @@ def render_html(content: ReportContent) -> str:
             f"{pts(f.delta)} pts, 95% CI [{pts(f.ci_low)}, {pts(f.ci_high)}], q = {q_text(f.q_value)}, "
             f"{f.n_labeled or 0} segments labelled."
             + (f" Association with reward: {f.reward_assoc:+.2f}." if f.reward_assoc is not None else "")
-            + f"</p><p class='muted'>{h(provenance_text(f))}</p>"
+            + "</p>"
+            + (f"<p><b>Caution</b>: {h(caution)}</p>" if (caution := caution_line(f.provenance, f.direction)) else "")
+            + f"<p class='muted'>{h(provenance_text(f))}</p>"
         )
         if f.decision or f.note:
             parts.append(f"<p>Decision: <b>{h(f.decision or 'none')}</b> {h(f.note or '')}</p>")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
+from engine.hypotheses.equal_length import caution_line
 from engine.hypotheses.provenance import provenance_text
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
@@ -39,6 +40,9 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
     ]
     if h.reward_assoc is not None:
         lines.append(f"- Association with reward within checkpoint and task: {h.reward_assoc:+.2f}")
+    caution = caution_line(h.provenance, h.direction)
+    if caution:
+        lines.append(f"- **Caution**: {md(caution, 300)}")
     lines.append(f"- Provenance: {md(provenance_text(h), 400)}")
     if h.decision or h.note:
         lines.append(f"- Decision: {h.decision or 'none'}" + (f"; note: {md(h.note, 600)}" if h.note else ""))
