@@ -6,7 +6,7 @@ rollout's labelled rate over turn-length strata with `engine.stats.strata.strati
 quantiles of words over the hypothesis's labelled segments of both checkpoints (label-free, so the test stays
 exact). A change that survives it is a change among turns of the same length. Tool calls and other kinds are one
 stratum each; a hypothesis about length itself is not standardised (`engine.hypotheses.equal_length`).
-Methods: docs/statistics.md section 7.
+Methods: docs/statistics.md section 11.
 """
 
 from __future__ import annotations

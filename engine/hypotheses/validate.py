@@ -78,7 +78,7 @@ def labelled_segments(population: Population, labels: pl.DataFrame, ids: list[in
     joined = labels.filter(pl.col("hypothesis_id").is_in(ids)).join(segments, on="segment_id")
     row = pl.DataFrame({"rollout_key": keys, "row": np.arange(keys.size)})
     column = pl.DataFrame({"hypothesis_id": ids, "column": np.arange(len(ids))})
-    return joined.join(row, on="rollout_key").join(column, on="hypothesis_id", how="left")
+    return joined.join(row, on="rollout_key").join(column, on="hypothesis_id")
 
 
 def rollout_matrices(labelled: pl.DataFrame, n_rollouts: int, n_claims: int) -> tuple[np.ndarray, ...]:
@@ -186,7 +186,11 @@ def _equal_length(
     columns, rates = [], []
     for j, claim in enumerate(claims):
         mine = labelled.filter(pl.col("column") == j)
-        y = None if claim.about_length or mine.height == 0 else equal_length_rates(mine, rows, design)
+        y = (
+            None
+            if claim.about_length or mine.height == 0 or design.n_tasks == 0
+            else equal_length_rates(mine, rows, design)
+        )
         if y is not None:
             columns.append(j)
             rates.append(y)
