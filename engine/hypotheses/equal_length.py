@@ -41,12 +41,11 @@ class EqualLength:
     def phrase(self) -> str:
         """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns 120 -> 180 words'."""
         turns = f"turns {self.words_before:.0f} -> {self.words_after:.0f} words"
-        if not self.informative:
+        lo, hi = self.ci_low, self.ci_high
+        if lo is None or hi is None:
             return f"at equal turn length: no variation within lengths (length and label coincide); {turns}"
-        return (
-            f"at equal turn length {self.delta * 100:+.1f} pts (CI {self.ci_low * 100:+.1f} to "
-            f"{self.ci_high * 100:+.1f}), p={self.p_value:.2g}; {turns}"
-        )
+        interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f}"
+        return f"at equal turn length {self.delta * 100:+.1f} pts ({interval}), p={self.p_value:.2g}; {turns}"
 
     def as_json(self) -> dict[str, float | None]:
         return {
@@ -60,7 +59,7 @@ class EqualLength:
         }
 
 
-def about_length(spec: dict[str, Any]) -> bool:
+def about_length(spec: Any) -> bool:
     """Whether a verifier spec tests a length band itself (standardising it over length would erase it)."""
     if isinstance(spec, dict):
         name = spec.get("structural")
@@ -79,6 +78,6 @@ def length_caution(provenance: dict[str, Any] | None) -> bool:
 
 def caution_line(provenance: dict[str, Any] | None, direction: str) -> str | None:
     """The caution a validated finding carries, in words (None without one): the report's line."""
-    if not length_caution(provenance):
+    if provenance is None or not length_caution(provenance):
         return None
     return EqualLength(**provenance["equal_length"]).caution_text(1.0 if direction == "increase" else -1.0)

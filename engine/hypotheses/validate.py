@@ -5,8 +5,9 @@ detectable effect at the BH level, and association with reward. Methods: docs/st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -18,7 +19,7 @@ from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.power import minimum_detectable_effect, normal_mde
-from engine.stats.prevalence import test_prevalence
+from engine.stats.prevalence import PrevalenceTest, test_prevalence
 from engine.stats.rates import rollout_rates
 from engine.stats.reward import reward_association
 from engine.stats.signflip import task_deltas
@@ -118,14 +119,16 @@ def validate(
     keys, is_after, task, reward = population.rollout_arrays()
     labelled = labelled_segments(population, labels, ids)
     counts, totals, n_labeled = rollout_matrices(labelled, keys.size, len(ids))
-    options = {
-        "n_permutations": n_permutations,
-        "new_tasks": new_tasks,
-        "fdr": fdr,
-        "max_permutations": MAX_PERMUTATION_FACTOR * n_permutations,
-    }
-    test = test_prevalence(counts, totals, is_after, task, rng, **options)
-    equal = _equal_length(labelled, claims, totals, is_after, task, rng, options)
+    run_test = partial(
+        test_prevalence,
+        rng=rng,
+        n_permutations=n_permutations,
+        new_tasks=new_tasks,
+        fdr=fdr,
+        max_permutations=MAX_PERMUTATION_FACTOR * n_permutations,
+    )
+    test = run_test(counts, totals, is_after, task)
+    equal = _equal_length(labelled, claims, totals, is_after, task, run_test)
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
@@ -143,9 +146,10 @@ def validate(
             n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
             sign, fdr, test.scope, where,
         )  # fmt: skip
-        if status == "validated" and equal[j] is not None and equal[j].needs_caution(sign, fdr):
-            equal[j] = replace(equal[j], caution=True)
-            reason = f"caution, {equal[j].caution_text(sign)}; {reason}"
+        at_length = equal[j]
+        if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
+            at_length = replace(at_length, caution=True)
+            reason = f"caution, {at_length.caution_text(sign)}; {reason}"
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -163,7 +167,7 @@ def validate(
                 _num(assoc[j]),
                 test.scope,
                 _num(test.floor[j]),
-                equal[j],
+                at_length,
             )
         )
     return out
@@ -175,8 +179,7 @@ def _equal_length(
     totals: np.ndarray,
     is_after: np.ndarray,
     task: np.ndarray,
-    rng: np.random.Generator,
-    options: dict[str, Any],
+    run_test: Callable[..., PrevalenceTest],
 ) -> list[EqualLength | None]:
     """Each claim's equal-length test (`engine.hypotheses.length`), None where it does not apply, on the
     rollouts and design of the main test."""
@@ -197,7 +200,7 @@ def _equal_length(
     out: list[EqualLength | None] = [None] * len(claims)
     if not columns:
         return out
-    test = test_prevalence(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows], rng, **options)
+    test = run_test(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows])
     for i, j in enumerate(columns):
         words = words_per_turn(labelled.filter(pl.col("column") == j), is_after)
         if np.isfinite(test.delta[i]) and np.isfinite(test.p_value[i]):
