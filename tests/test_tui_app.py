@@ -6,6 +6,7 @@ and the strata screen have files of their own)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from engine.hypotheses.equal_length import length_caution
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.store.queries import DeltaRow
 from tests.factories_tui import settle
@@ -563,3 +565,27 @@ async def test_a_heldout_transcript_is_logged_as_a_heldout_view(store_path: Path
         await settle(pilot)
     assert [m for m in posted if isinstance(m, HeldoutViewLogged)]
     assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", None)]
+
+
+async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_detail(store_path: Path) -> None:
+    caution = {"delta": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.4, "words_before": 80.0,
+               "words_after": 120.0, "caution": True}  # fmt: skip
+    with duckdb.connect(str(store_path)) as con:
+        [(hid,)] = con.execute("SELECT min(hypothesis_id) FROM hypotheses WHERE status = 'validated'").fetchall()
+        con.execute(
+            "UPDATE hypotheses SET provenance = json_merge_patch(coalesce(provenance, '{}'), ?) "
+            "WHERE hypothesis_id = ?",
+            [json.dumps({"equal_length": caution}), hid],
+        )
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, HypothesesScreen)
+        marks = {h.hypothesis_id: (screen._cells(h)[1].plain, length_caution(h.provenance)) for h in screen.rows}
+        assert marks[hid] == ("✓*", True) and all(m.endswith("*") == flagged for m, flagged in marks.values())
+        app.jump("hypothesis", hid)
+        await settle(pilot)
+        shown = str(screen.query_one("#hyp-text", Static).render())
+        assert "at equal turn length +1.0 pts (CI -2.0 to +4.0), p=0.4; turns 80 -> 120 words" in shown
