@@ -95,9 +95,14 @@ def test_info_and_hypothesis_list_json(study: Path, capsys: pytest.CaptureFixtur
 def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with Store(study) as store:
         store.execute("UPDATE hypotheses SET statement = 'evil \x1b[2J\nnext' WHERE hypothesis_id = 1")
+        store.execute(
+            "UPDATE hypotheses SET statement = 'longer turns', provenance = json_merge_patch(coalesce(provenance, "
+            "'{}'), '{\"equal_length\": {\"caution\": true}}') WHERE hypothesis_id = 0"
+        )
     text = run(monkeypatch, "hypothesis", "list", str(study))
     assert "\x1b" not in text
     assert any(line.endswith("evil next") for line in text.splitlines())
+    assert any(line.endswith("(may be turn length) longer turns") for line in text.splitlines())
 
 
 def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_request(
