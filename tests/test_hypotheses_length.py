@@ -114,6 +114,7 @@ def test_strata_are_quantile_bins_per_kind_and_one_stratum_for_tool_calls() -> N
         (1, 180, 0.01, 0.4, True),  # more, turns grew, nothing at equal length
         (1, 180, 0.08, 0.001, False),  # holds at equal length
         (1, 90, 0.01, 0.4, False),  # turns shrank: length would lower it
+        (1, 124, 0.01, 0.4, False),  # 3% longer: no reason for caution
         (-1, 90, -0.01, 0.4, True),  # fewer, turns shrank
         (-1, 180, -0.01, 0.4, False),  # fewer though turns grew
     ],
@@ -133,7 +134,10 @@ def test_provenance_names_the_equal_length_result() -> None:
         1, "More text turns like 'x'", "increase", "verifier", {}, "validated", "extractive",
         *[None] * 13, provenance={"equal_length": equal.as_json()},
     )  # fmt: skip
-    assert "at equal turn length +1.2 pts (CI -1.0 to +3.4), p=0.3; turns 87 -> 127 words" in provenance_text(row)
+    assert (
+        "at equal turn length +1.2 pts (CI -1.0 to +3.4), p=0.3; turns without it 87 -> 127 words"
+        in provenance_text(row)
+    )
     assert length_caution(row.provenance) and not length_caution({})
     assert caution_line(row.provenance, "increase") == f"it may be longer turns: {equal.phrase()}"
     assert caution_line({"equal_length": {**equal.as_json(), "caution": False}}, "increase") is None

@@ -588,4 +588,4 @@ async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_deta
         app.jump("hypothesis", hid)
         await settle(pilot)
         shown = str(screen.query_one("#hyp-text", Static).render())
-        assert "at equal turn length +1.0 pts (CI -2.0 to +4.0), p=0.4; turns 80 -> 120 words" in shown
+        assert "at equal turn length +1.0 pts (CI -2.0 to +4.0), p=0.4; turns without it 80 -> 120 words" in shown

@@ -7,11 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 LENGTH_FEATURE = "length:"  # prefix of the structural length bands (engine.features.structural)
+# A length change smaller than this share of the words before is no reason for caution: a turn 5% longer
+# raises a 'contains' rate by at most about 5% of itself, and noise alone moves the mean words that much.
+MIN_LENGTH_CHANGE = 0.05
 
 
 @dataclass(frozen=True)
 class EqualLength:
-    """The equal-length test of one claim, beside the words per labelled turn of each checkpoint."""
+    """The equal-length test of one claim, beside the words per labelled turn without the claimed content in
+    each checkpoint."""
 
     delta: float
     ci_low: float | None
@@ -28,19 +32,20 @@ class EqualLength:
         return self.ci_low is not None and self.ci_high is not None
 
     def needs_caution(self, sign: float, fdr: float) -> bool:
-        """Whether a validated claim in direction `sign` (+1 more, -1 fewer) may be length alone: its turns grew
-        (or shrank) the way it claims, which raises (or lowers) any 'contains' rate by itself, and it does not
-        hold at equal length. A claim against the length change is conservative under length, and another
-        behaviour's added sentences lower the equal-length rate, so neither gets a caution, and none rejects."""
-        moved = sign * (self.words_after - self.words_before) > 0
+        """Whether a validated claim in direction `sign` (+1 more, -1 fewer) may be length alone: turns without
+        the claimed content grew (or shrank) the way it claims, by MIN_LENGTH_CHANGE or more, which raises (or
+        lowers) any 'contains' rate by itself, and it does not hold at equal length. A claim against the length
+        change is conservative under length, and another behaviour's added sentences lower the equal-length
+        rate, so neither gets a caution, and none rejects."""
+        moved = sign * (self.words_after - self.words_before) > MIN_LENGTH_CHANGE * self.words_before
         return moved and self.informative and not (sign * self.delta > 0 and self.p_value < fdr)
 
     def caution_text(self, sign: float) -> str:
         return f"it may be {'longer' if sign > 0 else 'shorter'} turns: {self.phrase()}"
 
     def phrase(self) -> str:
-        """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns 120 -> 180 words'."""
-        turns = f"turns {self.words_before:.0f} -> {self.words_after:.0f} words"
+        """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns without it 120 -> 180 words'."""
+        turns = f"turns without it {self.words_before:.0f} -> {self.words_after:.0f} words"
         lo, hi = self.ci_low, self.ci_high
         if lo is None or hi is None:
             return f"at equal turn length: no variation within lengths (length and label coincide); {turns}"

@@ -66,8 +66,10 @@ def equal_length_rates(labelled: pl.DataFrame, rows: np.ndarray, design: Checkpo
 
 
 def words_per_turn(labelled: pl.DataFrame, is_after: np.ndarray) -> tuple[float, float]:
-    """Mean words of the labelled turns of binned kinds, (before, after), weighted as labelled."""
-    turns = labelled.filter(pl.col("kind").is_in(BINNED_KINDS))
+    """Mean words of the labelled turns of binned kinds the labeler does not fire on, (before, after), weighted
+    as labelled: whether turns grew apart from the claimed content (a turn that gains the claimed sentence
+    grows by it, which is no reason for caution)."""
+    turns = labelled.filter(pl.col("kind").is_in(BINNED_KINDS) & ~pl.col("label"))
     after = is_after[turns["row"].to_numpy()]
     w, words = turns["weight"].to_numpy(), turns["words"].to_numpy()
     means = [
