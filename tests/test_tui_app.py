@@ -20,6 +20,7 @@ import duckdb
 import pytest
 from rich.text import Text
 from textual.message import Message
+from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from engine.hypotheses.equal_length import length_caution
@@ -235,13 +236,19 @@ async def test_clusters_list_members_and_open_one(store_path: Path) -> None:
         assert isinstance(app.screen, FeatureScreen) and app.screen.feature_id == loaded.members[0].feature_id
 
 
+async def open_hypotheses(app: RldiffApp, pilot: Pilot) -> HypothesesScreen:
+    """The hypotheses screen (key 4), loaded."""
+    await pilot.press("4")
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, HypothesesScreen)
+    return screen
+
+
 async def test_triage_decisions_and_notes_persist(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("4")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, HypothesesScreen)
+        screen = await open_hypotheses(app, pilot)
         first, second, third = (h.hypothesis_id for h in screen.rows[:3])
         await pilot.press("a")
         await settle(pilot)
@@ -268,10 +275,7 @@ async def test_triage_decisions_and_notes_persist(store_path: Path) -> None:
 async def test_hypothesis_filters(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("4")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, HypothesesScreen)
+        screen = await open_hypotheses(app, pilot)
         await pilot.press("f")
         await settle(pilot)
         assert screen.rows and {h.status for h in screen.rows} == {"validated"}
@@ -579,10 +583,7 @@ async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_deta
         )
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("4")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, HypothesesScreen)
+        screen = await open_hypotheses(app, pilot)
         marks = {h.hypothesis_id: (screen._cells(h)[1].plain, length_caution(h.provenance)) for h in screen.rows}
         assert marks[hid] == ("✓*", True) and all(m.endswith("*") == flagged for m, flagged in marks.values())
         app.jump("hypothesis", hid)
