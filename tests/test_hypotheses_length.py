@@ -36,13 +36,10 @@ def lengthened(population: Population, extra_before: float, extra_after: float, 
     return replace(population, segments=population.segments.with_columns(text=pl.Series(texts)))
 
 
-def test_one(population: Population, spec: dict, direction: str = "increase"):
+def validated_one(population: Population, spec: dict, direction: str = "increase"):
     labels = population.verifier_labels(Verifier(spec), ["text"]).with_columns(hypothesis_id=pl.lit(0))
     [result] = validate(population, labels, [Claim(0, direction)], np.random.default_rng(0), n_permutations=500)
     return result
-
-
-test_one.__test__ = False  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -55,7 +52,7 @@ def heldout(tmp_path: Path) -> Population:
 def test_longer_turns_alone_validate_with_a_caution(heldout: Population) -> None:
     """Twice the filler sentences after: 'contains confirm' rises with length, not per turn of a length."""
     population = lengthened(heldout, 1.0, 3.0)
-    result = test_one(population, {"regex": "confirm"})
+    result = validated_one(population, {"regex": "confirm"})
     assert result.status == "validated" and result.delta > 0.1
     equal = result.equal_length
     assert equal is not None and equal.informative and equal.caution
@@ -64,7 +61,7 @@ def test_longer_turns_alone_validate_with_a_caution(heldout: Population) -> None
 
 
 def test_a_planted_sentence_in_turns_of_varied_length_holds_at_equal_length(heldout: Population) -> None:
-    result = test_one(lengthened(heldout, 1.5, 1.5), {"regex": "apologi[sz]e"})
+    result = validated_one(lengthened(heldout, 1.5, 1.5), {"regex": "apologi[sz]e"})
     equal = result.equal_length
     assert result.status == "validated" and equal is not None and equal.informative
     assert equal.delta > 0.1 and equal.p_value < 0.05 and not equal.caution
@@ -74,7 +71,7 @@ def test_a_planted_sentence_in_turns_of_varied_length_holds_at_equal_length(held
 def test_a_claim_against_the_length_change_gets_no_caution(heldout: Population) -> None:
     """Turns grow, and fewer of them carry a planted phrase: length would raise it, so the fall is not length."""
     swapped = replace(heldout, before=heldout.after, after=heldout.before)  # after turns now have no apology
-    result = test_one(lengthened(swapped, 1.0, 2.0), {"regex": "apologi[sz]e"}, "decrease")
+    result = validated_one(lengthened(swapped, 1.0, 2.0), {"regex": "apologi[sz]e"}, "decrease")
     assert result.status == "validated" and result.delta < 0
     assert result.equal_length is not None and not result.equal_length.caution
 
@@ -82,7 +79,9 @@ def test_a_claim_against_the_length_change_gets_no_caution(heldout: Population) 
 def test_when_length_and_label_coincide_the_test_says_so_and_decides_nothing(heldout: Population) -> None:
     """The same filler sentence in every turn: a turn is long exactly when it apologises, so no stratum varies."""
     one_filler = pl.col("text").str.replace(r"^[^.?]*[.?]", FILLER[0])
-    result = test_one(replace(heldout, segments=heldout.segments.with_columns(one_filler)), {"regex": "apologi[sz]e"})
+    result = validated_one(
+        replace(heldout, segments=heldout.segments.with_columns(one_filler)), {"regex": "apologi[sz]e"}
+    )
     assert result.status == "validated" and result.equal_length is not None
     assert not result.equal_length.informative and not result.equal_length.caution
     assert "length and label coincide" in result.equal_length.phrase()

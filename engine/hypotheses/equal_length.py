@@ -3,7 +3,7 @@ provenance, and which claims it does not apply to. Free of numpy and polars: the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 LENGTH_FEATURE = "length:"  # prefix of the structural length bands (engine.features.structural)
@@ -52,16 +52,8 @@ class EqualLength:
         interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f}"
         return f"at equal turn length {self.delta * 100:+.1f} pts ({interval}), p={self.p_value:.2g}; {turns}"
 
-    def as_json(self) -> dict[str, float | None]:
-        return {
-            "delta": self.delta,
-            "ci_low": self.ci_low,
-            "ci_high": self.ci_high,
-            "p_value": self.p_value,
-            "words_before": self.words_before,
-            "words_after": self.words_after,
-            "caution": self.caution,
-        }
+    def as_json(self) -> dict[str, float | bool | None]:
+        return asdict(self)
 
 
 def about_length(spec: Any) -> bool:

@@ -245,8 +245,10 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
         # Drafts nested inside this one explain it only together (errors that rise only as probe calls, which
         # fail, were added), never mixed with the rest: with the short turns' own apologies among them, the
         # turns that left the short bin would no longer explain the short bin's fall.
-        nested = [k for k in others if mostly_inside(len(k.hits & draft.hits), len(k.hits))]
-        outer = [k for k in others if not any(k is n for n in nested)]
+        nested: list[Draft] = []
+        outer: list[Draft] = []
+        for k in others:
+            (nested if mostly_inside(len(k.hits & draft.hits), len(k.hits)) else outer).append(k)
         explaining = next(
             (group for group in (outer, nested)
              if group and discovery.explained(draft, frozenset().union(*(k.hits for k in group)))),

@@ -137,14 +137,13 @@ def validate(
     strata = np.unique(np.stack([task, is_after]), axis=1, return_inverse=True)[1].ravel()
     fires = np.where(totals > 0, counts > 0, 0.0)
     assoc = reward_association(fires, reward, strata)
-    where = TESTED_ON.get(population.split, population.split)
     out = []
     for j, claim in enumerate(claims):
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = 1.0 if claim.direction == "increase" else -1.0
         status, reason = _decide(
             n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
-            sign, fdr, test.scope, where,
+            sign, fdr, test.scope, TESTED_ON.get(population.split, population.split),
         )  # fmt: skip
         at_length = equal[j]
         if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
@@ -186,12 +185,13 @@ def _equal_length(
     has = np.flatnonzero((totals > 0).any(axis=1))
     design = CheckpointDesign.from_labels(is_after[has], task[has])
     rows = has[design.keep]
+    by_claim = labelled.partition_by("column", as_dict=True)
     columns, rates = [], []
     for j, claim in enumerate(claims):
-        mine = labelled.filter(pl.col("column") == j)
+        mine = by_claim.get((j,))
         y = (
             None
-            if claim.about_length or mine.height == 0 or design.n_tasks == 0
+            if claim.about_length or mine is None or design.n_tasks == 0
             else equal_length_rates(mine, rows, design)
         )
         if y is not None:
@@ -202,7 +202,7 @@ def _equal_length(
         return out
     test = run_test(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows])
     for i, j in enumerate(columns):
-        words = words_per_turn(labelled.filter(pl.col("column") == j), is_after)
+        words = words_per_turn(by_claim[(j,)], is_after)
         if np.isfinite(test.delta[i]) and np.isfinite(test.p_value[i]):
             out[j] = EqualLength(
                 float(test.delta[i]), _num(test.ci_low[i]), _num(test.ci_high[i]), float(test.p_value[i]), *words
