@@ -97,6 +97,43 @@ def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
     assert draft.provenance["co_firing"] == ["tool call whose result is an error"]
 
 
+def added_calls_population(second: Callable[[bool, int], str | None]) -> Population:
+    """Each rollout: one message with an update_order call, and a second call in the same message named
+    `second(after, i)` (none when it returns None); every call of a two-call message is "one of several"."""
+    rows, rollouts = [], []
+    for key in range(2 * N):
+        after, i = key >= N, key % N
+        rollouts.append({"rollout_key": key, "checkpoint": "after" if after else "before", "task_id": str(i % 10),
+                         "reward": 1.0})  # fmt: skip
+        extra = second(after, i)
+        for j, name in enumerate(["update_order"] + ([extra] if extra else [])):
+            names = [f"tool:{name}"] + (["message:several_tool_calls"] if extra else [])
+            rows.append({"segment_id": 2 * key + j, "rollout_key": key, "message_index": 1, "kind": "tool_call",
+                         "text": f"{name} {{}}", "tool_name": name, "tool_args": "{}",
+                         "checkpoint": "after" if after else "before", "task_id": str(i % 10),
+                         "structural": names})  # fmt: skip
+    return Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+
+
+def test_a_new_tool_beside_other_calls_is_drafted_as_the_tool_not_as_several_calls() -> None:
+    """A new tool called beside an existing call makes both calls "one of several tool calls in one message":
+    that feature has twice the positives and the higher z, but its change is gone outside the new tool's
+    messages, so the cluster is drafted as the new tool. When calls are also batched without it, the broad
+    feature is the behaviour and stays the draft."""
+    cluster = source("tool_call", ("message:several_tool_calls", "tool:check_policy"), ("structural", "structural"))
+    new_tool = lambda after, i: "check_policy" if after and i < 15 else None  # noqa: E731
+    draft = extractive_draft(cluster, set(), DiscoverySplit(added_calls_population(new_tool)))
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool:check_policy"}]}
+    assert draft.statement.startswith("Calls tool check_policy: 0% -> ")
+    assert draft.provenance["co_firing"] == ["one of several tool calls in one message"]
+
+    batched = lambda after, i: new_tool(after, i) or ("update_order" if after and i >= 45 else None)  # noqa: E731
+    draft = extractive_draft(cluster, set(), DiscoverySplit(added_calls_population(batched)))
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "message:several_tool_calls"}]}
+
+
 def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() -> None:
     """A phrase that carries one wording of a paraphrased behaviour is drafted either as its sentences (then the
     statement quotes one with the source's phrase) or as the phrase, never as something else."""

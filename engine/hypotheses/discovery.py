@@ -2,7 +2,8 @@
 
 `DiscoverySplit` holds the discovery segments with n-gram indexes per kind set, and the tests drafts are compared
 by: a draft's z among or outside a set of segments, whether other drafts' segments explain its change, whether
-its positives co-occur with another's or follow another's in the same rollout.
+its positives co-occur with another's or follow another's in the same rollout, whether a narrower draft's
+messages carry its change.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.exemplars import Splitter, default_splitter
-from engine.hypotheses.ngrams import NgramIndex, two_proportion_z
+from engine.hypotheses.ngrams import NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
@@ -170,6 +171,25 @@ class DiscoverySplit:
             and self._leaves_half(draft, after)
             and self.z_among(draft, after, False) < MIN_Z
         )
+
+    def same_messages(self, segments: frozenset[int]) -> frozenset[int]:
+        """The segments, of any kind, in the messages that hold one of `segments`: where a fact about the whole
+        message holds because of them (a call added beside another makes both "one of several tool calls in
+        one message")."""
+        segs = self.population.segments.select("segment_id", "rollout_key", "message_index")
+        ids = np.fromiter(segments, dtype=np.int64, count=len(segments))
+        held = segs.filter(pl.col("segment_id").is_in(ids)).select("rollout_key", "message_index").unique()
+        return frozenset(segs.join(held, on=["rollout_key", "message_index"])["segment_id"].to_list())
+
+    def carried_by(self, draft: Draft, narrower: Draft) -> bool:
+        """Whether a narrower draft, lying mostly inside the draft, carries its change: outside the messages
+        that hold the narrower draft's positives the draft separates the checkpoints (z >= MIN_Z) no more, and
+        setting those messages aside leaves at least half of each checkpoint's segments (`explained`'s
+        condition). The narrower draft is then the fact, the draft a property of the messages it is in."""
+        if not mostly_inside(len(narrower.hits & draft.hits), len(narrower.hits)):
+            return False
+        messages = self.same_messages(narrower.hits)
+        return self._leaves_half(draft, messages) and self.z_among(draft, messages, False) < MIN_Z
 
     def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
         _, segs = self.index(kinds)

@@ -121,8 +121,10 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     """One of the source's structural features as the labeler, the one that best separates the discovery
     checkpoints; the statement is its rates. A cluster groups features that fire together, but each is a
     distinct fact: their union (probe values, or an error result, or a retry) labels every call any of them
-    fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. The
-    others are kept in `provenance.co_firing`."""
+    fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. A
+    narrower member whose messages carry the best one's change (`DiscoverySplit.carried_by`) is drafted
+    instead: a new tool called beside other calls, not "one of several tool calls in one message", which its
+    calls make true of every call they join. The others are kept in `provenance.co_firing`."""
     names = source.names
 
     def statement(name: str) -> Callable[[str, int], str]:
@@ -139,7 +141,12 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
         )
         for name in names
     ]
-    return max((d for d in drafts if d is not None), key=lambda d: d.score, default=None)
+    drafted = [d for d in drafts if d is not None]
+    if not drafted:
+        return None
+    best = max(drafted, key=lambda d: d.score)
+    carriers = [d for d in drafted if d is not best and discovery.carried_by(best, d)]
+    return max(carriers, key=lambda d: d.score, default=best)
 
 
 def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:

@@ -24,8 +24,8 @@ class Population:
     before: str
     after: str
     rollouts: pl.DataFrame  # rollout_key, checkpoint, task_id, reward
-    segments: pl.DataFrame  # segment_id, rollout_key, kind, text, tool_name, tool_args, checkpoint, task_id,
-    # structural (names of its structural features)
+    segments: pl.DataFrame  # segment_id, rollout_key, message_index, kind, text, tool_name, tool_args,
+    # checkpoint, task_id, structural (names of its structural features)
     embedder: Embedder = field(default_factory=no_embedder)  # the study's, for `similar_to` verifiers
 
     def of_kinds(self, kinds: list[str]) -> pl.DataFrame:
@@ -81,7 +81,8 @@ def load_population(store: Store, before: str, after: str, split: Split) -> Popu
     if rollouts.height == 0:
         raise InputError(f"{store.path}: no {split} rollouts for {before!r} and {after!r}; run `rldiff analyze` first")
     segments = store.frame(
-        "SELECT s.segment_id, s.rollout_key, s.kind, s.text, s.tool_name, s.tool_args, r.checkpoint, r.task_id, "
+        "SELECT s.segment_id, s.rollout_key, s.message_index, s.kind, s.text, s.tool_name, s.tool_args, "
+        "r.checkpoint, r.task_id, "
         "coalesce(st.names, []::VARCHAR[]) AS structural "
         "FROM segments s JOIN rollouts r USING (rollout_key) LEFT JOIN ("
         "  SELECT sf.segment_id, list(f.name) AS names FROM segment_features sf JOIN features f USING (feature_id) "
