@@ -137,13 +137,14 @@ def validate(
     strata = np.unique(np.stack([task, is_after]), axis=1, return_inverse=True)[1].ravel()
     fires = np.where(totals > 0, counts > 0, 0.0)
     assoc = reward_association(fires, reward, strata)
+    where = TESTED_ON.get(population.split, population.split)
     out = []
     for j, claim in enumerate(claims):
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = 1.0 if claim.direction == "increase" else -1.0
         status, reason = _decide(
             n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
-            sign, fdr, test.scope, TESTED_ON.get(population.split, population.split),
+            sign, fdr, test.scope, where,
         )  # fmt: skip
         at_length = equal[j]
         if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
@@ -184,20 +185,18 @@ def _equal_length(
     rollouts and design of the main test."""
     has = np.flatnonzero((totals > 0).any(axis=1))
     design = CheckpointDesign.from_labels(is_after[has], task[has])
+    out: list[EqualLength | None] = [None] * len(claims)
+    if design.n_tasks == 0:
+        return out
     rows = has[design.keep]
     by_claim = labelled.partition_by("column", as_dict=True)
     columns, rates = [], []
     for j, claim in enumerate(claims):
         mine = by_claim.get((j,))
-        y = (
-            None
-            if claim.about_length or mine is None or design.n_tasks == 0
-            else equal_length_rates(mine, rows, design)
-        )
+        y = None if claim.about_length or mine is None else equal_length_rates(mine, rows, design)
         if y is not None:
             columns.append(j)
             rates.append(y)
-    out: list[EqualLength | None] = [None] * len(claims)
     if not columns:
         return out
     test = run_test(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows])
