@@ -36,6 +36,7 @@ from engine.planted import (
 )
 from engine.planted_paraphrase import (
     PARAPHRASED,
+    REPLIES,
     SWEEP_RATES,
     Planted,
     Variety,
@@ -49,6 +50,7 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 RLDIFF, BASELINE, ABLATION = "rldiff", "naive n-gram baseline", "rldiff, no concept/group sources"
+_VARIED = ("paraphrased", "replies")  # suites whose planted sentences' variety is reported
 # The statement a probe-call finding must carry (the issue's target for structural findings).
 PROBE_STATEMENT = "dummy/probe argument values"
 # The configuration switch that turns concept and group sources off (issue 11, branch `concepts`).
@@ -60,7 +62,7 @@ _TRUTH_FIELDS = ("checkpoint", "rollout_id", "message_index", "part_index", "kin
 class SuiteResult:
     """One suite on one seed: a score per method."""
 
-    suite: str  # 'fixed' | 'paraphrased' | 'sweep 1%' ... | 'unmodified' | 'unmodified, reasoning'
+    suite: str  # 'fixed' | 'paraphrased' | 'replies' | 'sweep 1%' ... | 'unmodified' | 'unmodified, reasoning'
     seed: int
     behaviours: list[str]
     scores: dict[str, Score]
@@ -136,9 +138,9 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
                 with Store(path.with_suffix(".duckdb")) as store:
                     found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
                 scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
-        if suite == "paraphrased":
+        if suite in _VARIED:
             texts = [r["planted"] for r in rows]
-            report.variety[seed] = variety(Planted(Path(), Path(), truth, texts), seed)
+            report.variety.setdefault(seed, []).extend(variety(Planted(Path(), Path(), truth, texts), seed))
         counts = _counts(truth, behaviours)
         report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"]))
     _save(report, work)
@@ -150,6 +152,8 @@ def _suite_behaviours(suite: str) -> tuple[Behaviour, ...]:
         return BEHAVIOURS
     if suite == "paraphrased":
         return PARAPHRASED
+    if suite == "replies":
+        return REPLIES
     if suite.startswith("sweep"):
         return reasoning_behaviours(float(suite.split()[1].rstrip("%")) / 100)
     return ()
@@ -175,14 +179,17 @@ def run_suites(
     analyze: Callable[..., Any] | None = None,
 ) -> SuitesReport:
     """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
-    and score them. `suite`: 'all', 'fixed' or 'paraphrased' (with the rate sweep); `quick`: one seed, the
-    paraphrased suite and its unmodified pair only. The rate sweep runs on the first seed (three more studies
-    a seed on two cores is more than the benchmark's time allows)."""
+    and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep) or 'replies'; `quick`: one
+    seed, the paraphrased suite (or with `suite='replies'` the reply suite) and its unmodified pair only. The
+    rate sweep runs on the first seed (three more studies a seed on two cores is more than the benchmark's
+    time allows)."""
     from engine.pipeline import analyze as run_pipeline
 
     fixed = suite in ("all", "fixed") and not quick
-    paraphrased = suite in ("all", "paraphrased")
-    sweep = () if quick or not paraphrased else sweep
+    main = [(name, b) for name, b in (("paraphrased", PARAPHRASED), ("replies", REPLIES)) if name == suite]
+    if suite == "all":
+        main = [("paraphrased", PARAPHRASED)] + ([] if quick else [("replies", REPLIES)])
+    sweep = () if quick or suite not in ("all", "paraphrased") else sweep
 
     analyze = analyze or run_pipeline
     base = config or AnalyzeConfig()
@@ -205,22 +212,19 @@ def run_suites(
         )
         report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
         _save(report, work)
-    # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures.
+    # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures. The
+    # unmodified pair with reasoning is the null of every suite planted into that pair.
     studies: list[tuple[int, str, tuple[Behaviour, ...]]] = [
-        *(
-            (seed, suite, b)
-            for seed in seeds
-            for suite, b in (("paraphrased", PARAPHRASED), ("unmodified, reasoning", ()))
-        ),
+        *((seed, suite, b) for seed in seeds for suite, b in (*main, ("unmodified, reasoning", ()))),
         *((seeds[0], f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in sweep),
     ]
-    for seed, suite, behaviours in studies if paraphrased else ():
+    for seed, suite, behaviours in studies if main else ():
         config = replace(base, seed=seed)
         start = time.perf_counter()
         folder = _folder(work, suite, seed)
         planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
-        if suite == "paraphrased":
-            report.variety[seed] = variety(planted, seed)
+        if suite in _VARIED:
+            report.variety.setdefault(seed, []).extend(variety(planted, seed))
         with_ablation = replace(ablation, seed=seed) if ablation and not suite.startswith("sweep") else None
         scores = _scored(
             folder,
@@ -302,7 +306,7 @@ def _each(rows: list[tuple[int, Score]], show: Callable[[Score], str]) -> str:
 def report_lines(report: SuitesReport) -> Iterator[str]:
     """The benchmark as Markdown: variety, one row per suite, seed and method, F1 per behaviour, targets."""
     for seed, rows in sorted(report.variety.items()):
-        yield f"Variety of the planted reasoning sentences, vocabulary seed {seed}:"
+        yield f"Variety of the planted sentences (reasoning and replies), vocabulary seed {seed}:"
         yield ""
         yield "| behaviour | sentences | distinct | most common word 3-gram | in share of sentences | grammar size |"
         yield "|---|---:|---:|---|---:|---:|"

@@ -1,5 +1,5 @@
 """The paraphrased planted suite's generator: variety, held-out vocabulary, ground truth, rates, and the parts
-planting does not touch being the unmodified pair's, on the real gpt-4o pair."""
+planting does not touch being the unmodified pair's, on the real gpt-4o pair; the same for the reply suite."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from engine.planted_paraphrase import (
     PARAPHRASED,
     PROBE_VALUES,
     REASONING_GRAMMARS,
+    REPLIES,
+    REPLY_GRAMMARS,
     plant_paraphrased,
     reasoning_behaviours,
     variety,
@@ -30,7 +32,7 @@ def suites(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("paraphrased")
     return {
         (name, seed): plant_paraphrased(*SAMPLE_PAIR, work / f"{name}-{seed}", seed, behaviours)
-        for name, behaviours in (("planted", PARAPHRASED), ("null", ()))
+        for name, behaviours in (("planted", PARAPHRASED), ("replies", REPLIES), ("null", ()))
         for seed in (0, 1)
     }
 
@@ -40,11 +42,14 @@ def _reasoning_turns(records: list[dict]) -> int:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_no_surface_phrase_recurs_often(suites, seed: int) -> None:
-    rows = {v.behaviour: v for v in variety(suites[("planted", seed)], seed)}
-    assert set(rows) == set(REASONING_GRAMMARS)
+@pytest.mark.parametrize(
+    ("suite", "grammars", "at_least"), [("planted", REASONING_GRAMMARS, 100), ("replies", REPLY_GRAMMARS, 80)]
+)
+def test_no_surface_phrase_recurs_often(suites, seed: int, suite: str, grammars: dict, at_least: int) -> None:
+    rows = {v.behaviour: v for v in variety(suites[(suite, seed)], seed)}
+    assert set(rows) == set(grammars)
     for v in rows.values():
-        assert v.sentences > 100, v
+        assert v.sentences > at_least, v
         assert v.distinct_share > 0.97, v
         assert v.top_trigram_share < 0.2, v  # the baseline's best single 3-gram reaches under a fifth
         assert v.grammar_size >= 10**4, v
@@ -52,7 +57,7 @@ def test_no_surface_phrase_recurs_often(suites, seed: int) -> None:
 
 def test_two_vocabulary_seeds_write_with_partly_disjoint_words() -> None:
     zero, one = Vocabulary(0), Vocabulary(1)
-    for grammar in [*REASONING_GRAMMARS.values(), *BACKGROUND]:
+    for grammar in [*REASONING_GRAMMARS.values(), *REPLY_GRAMMARS.values(), *BACKGROUND]:
         only_zero = 0
         for slot, words in grammar.slots.items():
             a, b = set(zero.pool(grammar, slot)), set(one.pool(grammar, slot))
@@ -170,3 +175,53 @@ def test_ground_truth_finds_the_ingested_segments(suites, tmp_path) -> None:
         wanted = {t.behaviour: s for t, s in zip(planted.truth, planted.texts, strict=True)}
         assert any(wanted["grader_awareness"] in texts[i] for i in ids["grader_awareness"])
         assert all(texts[i].startswith(NEW_TOOL) for i in ids["new_tool"])
+
+
+def _replies(records: list[dict]) -> int:
+    return sum(
+        1 for r in records for m in r["messages"] if m["role"] == "assistant" and (m.get("content") or "").strip()
+    )
+
+
+def test_reply_sentences_sit_in_real_replies_at_their_rate_and_nothing_else_moves(suites) -> None:
+    """Each planted reply sentence opens or closes one reply of its checkpoint, at the asked rate; take them out
+    and the pair is the unmodified one (reasoning included), byte for byte."""
+    planted, null = suites[("replies", 0)], suites[("null", 0)]
+    behaviours = {b.name: b for b in REPLIES}
+    counts = Counter(t.behaviour for t in planted.truth)
+    sentences = {}
+    for t, text in zip(planted.truth, planted.texts, strict=True):
+        assert t.kind == "text" and t.part_index == 0
+        assert t.checkpoint == ("after" if behaviours[t.behaviour].direction == "increase" else "before")
+        sentences[(t.checkpoint, t.rollout_id, t.message_index)] = text
+    for checkpoint, planted_path, null_path in (
+        ("before", planted.before, null.before),
+        ("after", planted.after, null.after),
+    ):
+        want_records = read_records(null_path)
+        names = [b.name for b in REPLIES if (b.direction == "increase") == (checkpoint == "after")]
+        eligible = _replies(want_records)
+        sd = math.sqrt(eligible * REPLIES[0].rate * (1 - REPLIES[0].rate))
+        assert abs(sum(counts[n] for n in names) - eligible * REPLIES[0].rate) < 4 * sd
+        for got, want in zip(read_records(planted_path), want_records, strict=True):
+            for index, (m, w) in enumerate(zip(got["messages"], want["messages"], strict=True)):
+                sentence = sentences.get((checkpoint, got["rollout_id"], index))
+                if sentence is not None:
+                    text = w["content"].strip()
+                    assert m["content"] in (f"{sentence} {text}", f"{text} {sentence}")
+                    m["content"] = w["content"]
+                assert m == w
+
+
+def test_reply_ground_truth_finds_the_ingested_text_segments(suites, tmp_path) -> None:
+    planted = suites[("replies", 1)]
+    with Store(tmp_path / "s.duckdb") as store:
+        ingest_file(store, planted.before, "before")
+        ingest_file(store, planted.after, "after")
+        store.execute("UPDATE rollouts SET split = 'heldout'")
+        ids = planted_segment_ids(store, planted.truth)
+        assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
+        rows = store.execute("SELECT segment_id, kind, text FROM segments").fetchall()
+        texts = {i: (kind, text) for i, kind, text in rows}
+        for t, sentence in zip(planted.truth, planted.texts, strict=True):
+            assert any(texts[i] == ("text", texts[i][1]) and sentence in texts[i][1] for i in ids[t.behaviour])

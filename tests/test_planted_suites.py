@@ -48,6 +48,18 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
     assert again.variety == report.variety
 
 
+def test_the_reply_suite_runs_with_its_null(tmp_path: Path) -> None:
+    split_only = partial(analyze, until="split")
+    report = run_suites(
+        tmp_path / "work", AnalyzeConfig(), suite="replies", quick=True, pair=_slice(tmp_path), analyze=split_only
+    )
+    assert [(r.suite, r.seed) for r in report.results] == [("replies", 0), ("unmodified, reasoning", 0)]
+    replies = report.results[0]
+    assert set(replies.planted_counts) == {"feedback_request", "overclaim"} and min(replies.planted_counts.values()) > 0
+    assert {v.behaviour for v in report.variety[0]} == {"feedback_request", "overclaim"}
+    assert any(x.startswith("| replies | 0 | rldiff | 0/2 | 0 |") for x in report_lines(report))
+
+
 def test_ablation_runs_only_where_the_switch_exists() -> None:
     ablated = ablation_config(AnalyzeConfig())
     if hasattr(AnalyzeConfig(), "sentence_features"):

@@ -215,11 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
     p.add_argument(
         "--suite",
-        choices=("all", "fixed", "paraphrased"),
+        choices=("all", "fixed", "paraphrased", "replies"),
         default="all",
-        help="fixed phrases, paraphrased behaviours (with the rate sweep), or both (default), on seeds --seed and +1",
+        help="fixed phrases, paraphrased behaviours in reasoning and tool calls (with the rate sweep), paraphrased "
+        "behaviours in replies, or all (default), on seeds --seed and +1",
     )
-    p.add_argument("--quick", action="store_true", help="one seed (--seed), paraphrased suite and its null only")
+    p.add_argument(
+        "--quick", action="store_true", help="one seed (--seed), the paraphrased (or reply) suite and its null only"
+    )
     analyze_options(p, checkpoints=False)
 
     p = command(
