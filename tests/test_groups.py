@@ -159,3 +159,23 @@ def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_
     assert planted[np.unique(np.concatenate(model.members))].sum() >= 0.5 * planted.sum()
     null = np.where(planted, rng.integers(0, 2, len(vectors)), after)  # the same sentences on both sides
     assert find_contrastive_groups(vectors, null, chooser, ~chooser, np.random.default_rng(0)).n_groups == 0
+
+
+def test_one_modest_behaviour_becomes_a_group() -> None:
+    """A behaviour said 44 times in discovery (as often as a reply behaviour of the planted benchmark), and
+    nothing else changing: each half keeps about half of its sentences, and hdbscan returns no cluster for
+    rows that are all one behaviour unless its root may be one (the code before found no group here).
+    Clustered together, with that allowed, they are a group of the behaviour, which fires on it and hardly
+    elsewhere."""
+    rng = np.random.default_rng(3)
+    axis = np.eye(32, dtype=np.float32)
+    said = _around(rng, axis[0], 44, 0.15)
+    vectors = np.concatenate([said, _around(rng, np.zeros(32), 2000, 1.0)])
+    planted = np.arange(len(vectors)) < len(said)
+    chooser = rng.permutation(len(vectors)) % 2 == 0
+    after = np.where(planted, 1.0, rng.integers(0, 2, len(vectors)))
+    model = find_contrastive_groups(vectors, after, chooser, ~chooser, np.random.default_rng(0))
+    assert model.n_groups >= 1
+    assert all(planted[members].mean() >= 0.8 for members in model.members)
+    fired = np.unique(model.fire(vectors)[0])
+    assert planted[fired].sum() >= 10 and (~planted[fired]).sum() <= 0.01 * (~planted).sum()

@@ -4,8 +4,9 @@ The pipeline's groups are contrastive (`find_contrastive_groups`, docs/concepts.
 1. Contrast: each sentence of one half of the discovery tasks gets a binomial z of the after-share of its
    NEIGHBOURS nearest sentences of the other half against that half's mean (`contrast_z`); its own checkpoint
    is never read. Sentences with |z| >= CONTRAST_Z are kept.
-2. Cluster: the kept sentences of each sign, projected on PCA_DIMS principal components, are clustered by
-   hdbscan (CONTRAST_SELECTION); the halves then swap roles (cross-fitting).
+   The halves then swap roles (cross-fitting), so every sentence of either half gets a z from the other.
+2. Cluster: the kept sentences of both halves, one sign at a time, projected on PCA_DIMS principal components,
+   are clustered by hdbscan (CONTRAST_SELECTION; a single cluster allowed where it finds none otherwise).
 3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
    largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
    clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR,
@@ -217,25 +218,43 @@ def find_contrastive_groups(
     *,
     selection: Selection = CONTRAST_SELECTION,
 ) -> GroupModel:
-    """Groups of sentences in neighbourhoods that one checkpoint fills: each `candidate` row whose nearest
-    `chooser` rows come from after (or before) far more than the base rate (`contrast_z` >= CONTRAST_Z) is
-    kept, and the kept rows of each sign are clustered by hdbscan; then the halves swap roles (cross-fitting).
-    Chooser and candidate rows are disjoint (sentences of two halves of the tasks), so no member is picked by
-    its own checkpoint label, nor by those of its half."""
-    import hdbscan
+    """Groups of sentences in neighbourhoods that one checkpoint fills: each row of one half whose nearest rows
+    of the other half come from after (or before) far more than the base rate (`contrast_z` >= CONTRAST_Z) is
+    kept (cross-fitted: `chooser` rows choose among `candidate` rows and the other way round), and the kept
+    rows of both halves are clustered together by hdbscan, one sign at a time. Chooser and candidate rows are
+    disjoint (sentences of two halves of the tasks), so no member is picked by its own checkpoint label, nor
+    by those of its half; the clustering reads no label.
 
+    Clustering the halves together gives a behaviour all its kept sentences (one half alone holds about half,
+    and a behaviour of some 40 discovery sentences then fell below hdbscan's reach). Where the kept rows of a
+    sign form no cluster of hdbscan's usual kind, they may be one behaviour (hdbscan never returns its root
+    cluster unless allowed), so they are clustered again with a single cluster allowed."""
+    z = np.zeros(len(vectors))
+    for choose, keep in ((chooser, candidate), (candidate, chooser)):
+        z[keep] = contrast_z(vectors, after_share, choose)[keep]
     members: list[np.ndarray] = []
     kept = 0
-    for choose, keep in ((chooser, candidate), (candidate, chooser)):  # cross-fitted: each half chooses the other
-        z = contrast_z(vectors, after_share, choose)
-        for sign in (1.0, -1.0):
-            rows = np.flatnonzero(keep & (sign * z >= CONTRAST_Z))
-            kept += len(rows)
-            if len(rows) < 2 * MIN_CLUSTER:
-                continue
-            labels = hdbscan.HDBSCAN(
-                min_cluster_size=MIN_CLUSTER, min_samples=MIN_SAMPLES, cluster_selection_method=selection
-            ).fit_predict(_project(vectors[rows], rng))
-            members += [rows[labels == g] for g in range(int(labels.max()) + 1)]
+    for sign in (1.0, -1.0):
+        rows = np.flatnonzero((chooser | candidate) & (sign * z >= CONTRAST_Z))
+        kept += len(rows)
+        if len(rows) >= 2 * MIN_CLUSTER:
+            members += [rows[group] for group in _clusters(_project(vectors[rows], rng), selection)]
     log.info("contrastive groups: %d sentences kept, %d groups", kept, len(members))
     return _model(vectors, members, None)
+
+
+def _clusters(points: np.ndarray, selection: Selection) -> list[np.ndarray]:
+    """hdbscan's clusters of `points` (row indices each), or, when it finds none, its clusters with the root
+    allowed as one: kept rows that are all one behaviour."""
+    import hdbscan
+
+    for single in (False, True):
+        labels = hdbscan.HDBSCAN(
+            min_cluster_size=MIN_CLUSTER,
+            min_samples=MIN_SAMPLES,
+            cluster_selection_method=selection,
+            allow_single_cluster=single,
+        ).fit_predict(points)
+        if labels.max() >= 0:
+            break
+    return [np.flatnonzero(labels == g) for g in range(int(labels.max()) + 1)]
