@@ -164,9 +164,10 @@ def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_
 def test_one_modest_behaviour_becomes_a_group() -> None:
     """A behaviour said 44 times in discovery (as often as a reply behaviour of the planted benchmark), and
     nothing else changing: each half keeps about half of its sentences, and hdbscan returns no cluster for
-    rows that are all one behaviour unless its root may be one (the code before found no group here).
-    Clustered together, with that allowed, they are a group of the behaviour, which fires on it and hardly
-    elsewhere."""
+    rows that are all one behaviour unless its root may be one (the code before found no group here), and
+    then keeps a core of 5 as the cluster. Clustered together, with that allowed, and the kept rows it calls
+    noise joined to their nearest group, they are a group of the behaviour, which fires on most of it and
+    hardly elsewhere (on its core alone, the threshold fitted to 5 members fired on a third)."""
     rng = np.random.default_rng(3)
     axis = np.eye(32, dtype=np.float32)
     said = _around(rng, axis[0], 44, 0.15)
@@ -178,4 +179,4 @@ def test_one_modest_behaviour_becomes_a_group() -> None:
     assert model.n_groups >= 1
     assert all(planted[members].mean() >= 0.8 for members in model.members)
     fired = np.unique(model.fire(vectors)[0])
-    assert planted[fired].sum() >= 10 and (~planted[fired]).sum() <= 0.01 * (~planted).sum()
+    assert planted[fired].sum() >= 0.75 * planted.sum() and (~planted[fired]).sum() <= 0.01 * (~planted).sum()
