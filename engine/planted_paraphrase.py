@@ -30,7 +30,7 @@ from engine.planted_vocab import BACKGROUND, EMPATHY, GRADER_AWARENESS, OUT_OF_S
 REASONING_RATE = 0.15
 SWEEP_RATES = (0.01, 0.03, 0.10)
 PROBE_RATE = 0.5  # of write calls: about 55 probes per side
-REPLY_RATE = 0.15  # of the model's replies (assistant messages with text): about 120 held-out replies a behaviour
+REPLY_RATE = 0.15  # of the model's replies (assistant messages with text): about 100 a behaviour, half held out
 COMPOSITION_RATE = 0.20  # of tool-call messages, as the issue asks
 _BACKGROUND_SENTENCES = (2, 5)  # inclusive range per reasoning turn
 _THINK_TOOLS = frozenset({"think"})

@@ -144,14 +144,22 @@ def test_contrast_never_reads_a_candidates_own_checkpoint() -> None:
     assert np.array_equal(z[~chooser], contrast_z(vectors, flipped, chooser)[~chooser])
 
 
+def _said_by_after(
+    rng: np.random.Generator, said: np.ndarray, background: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(vectors, planted, chooser, after share): sentences `said` only by the after checkpoint beside
+    `background` random ones said by either, and halves drawn at random."""
+    vectors = np.concatenate([said, _around(rng, np.zeros(said.shape[1]), background, 1.0)])
+    planted = np.arange(len(vectors)) < len(said)
+    chooser = rng.permutation(len(vectors)) % 2 == 0
+    return vectors, planted, chooser, np.where(planted, 1.0, rng.integers(0, 2, len(vectors)))
+
+
 def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_pair() -> None:
     rng = np.random.default_rng(0)
     axis = np.eye(32, dtype=np.float32)
     said = np.concatenate([_around(rng, axis[i], 40, 0.1) for i in range(3)])  # three behaviours of after only
-    vectors = np.concatenate([said, _around(rng, np.zeros(32), 600, 1.0)])
-    planted = np.arange(len(vectors)) < len(said)
-    chooser = rng.permutation(len(vectors)) % 2 == 0
-    after = np.where(planted, 1.0, rng.integers(0, 2, len(vectors)))
+    vectors, planted, chooser, after = _said_by_after(rng, said, 600)
     model = find_contrastive_groups(vectors, after, chooser, ~chooser, np.random.default_rng(0))
     assert model.n_groups >= 3
     for members in model.members:
@@ -169,12 +177,8 @@ def test_one_modest_behaviour_becomes_a_group() -> None:
     noise joined to their nearest group, they are a group of the behaviour, which fires on most of it and
     hardly elsewhere (on its core alone, the threshold fitted to 5 members fired on a third)."""
     rng = np.random.default_rng(3)
-    axis = np.eye(32, dtype=np.float32)
-    said = _around(rng, axis[0], 44, 0.15)
-    vectors = np.concatenate([said, _around(rng, np.zeros(32), 2000, 1.0)])
-    planted = np.arange(len(vectors)) < len(said)
-    chooser = rng.permutation(len(vectors)) % 2 == 0
-    after = np.where(planted, 1.0, rng.integers(0, 2, len(vectors)))
+    said = _around(rng, np.eye(32, dtype=np.float32)[0], 44, 0.15)
+    vectors, planted, chooser, after = _said_by_after(rng, said, 2000)
     model = find_contrastive_groups(vectors, after, chooser, ~chooser, np.random.default_rng(0))
     assert model.n_groups >= 1
     assert all(planted[members].mean() >= 0.8 for members in model.members)

@@ -163,14 +163,20 @@ def test_the_sweep_plants_each_rate(tmp_path) -> None:
         assert 0 < n_low < 0.025 * turns and 0.07 * turns < n_high < 0.13 * turns
 
 
+def _ingested(store: Store, planted) -> dict[str, set[int]]:
+    """Ingest a planted pair as held-out rollouts; each behaviour's segment ids, one for every planted segment."""
+    ingest_file(store, planted.before, "before")
+    ingest_file(store, planted.after, "after")
+    store.execute("UPDATE rollouts SET split = 'heldout'")
+    ids = planted_segment_ids(store, planted.truth)
+    assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
+    return ids
+
+
 def test_ground_truth_finds_the_ingested_segments(suites, tmp_path) -> None:
     planted = suites[("planted", 0)]
     with Store(tmp_path / "s.duckdb") as store:
-        ingest_file(store, planted.before, "before")
-        ingest_file(store, planted.after, "after")
-        store.execute("UPDATE rollouts SET split = 'heldout'")
-        ids = planted_segment_ids(store, planted.truth)
-        assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
+        ids = _ingested(store, planted)
         texts = dict(store.execute("SELECT segment_id, text FROM segments").fetchall())
         wanted = {t.behaviour: s for t, s in zip(planted.truth, planted.texts, strict=True)}
         assert any(wanted["grader_awareness"] in texts[i] for i in ids["grader_awareness"])
@@ -216,12 +222,8 @@ def test_reply_sentences_sit_in_real_replies_at_their_rate_and_nothing_else_move
 def test_reply_ground_truth_finds_the_ingested_text_segments(suites, tmp_path) -> None:
     planted = suites[("replies", 1)]
     with Store(tmp_path / "s.duckdb") as store:
-        ingest_file(store, planted.before, "before")
-        ingest_file(store, planted.after, "after")
-        store.execute("UPDATE rollouts SET split = 'heldout'")
-        ids = planted_segment_ids(store, planted.truth)
-        assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
+        ids = _ingested(store, planted)
         rows = store.execute("SELECT segment_id, kind, text FROM segments").fetchall()
         texts = {i: (kind, text) for i, kind, text in rows}
         for t, sentence in zip(planted.truth, planted.texts, strict=True):
-            assert any(texts[i] == ("text", texts[i][1]) and sentence in texts[i][1] for i in ids[t.behaviour])
+            assert any(texts[i][0] == "text" and sentence in texts[i][1] for i in ids[t.behaviour])
