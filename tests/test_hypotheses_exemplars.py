@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -16,8 +18,12 @@ import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
 from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars, matched_by
+from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
+
+if TYPE_CHECKING:
+    from engine.features.sentence_embed import SentenceEmbedder
 
 GRADER = "the grader checks the output format"
 
@@ -123,8 +129,7 @@ def test_fit_exemplars_covers_every_wording_where_the_feature_fires_not_only_its
     segments = [("reasoning", t) for t in firing + quiet]
     fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
     seeds = [GRADER_WORDINGS[0], GRADER_WORDINGS[3]]
-    chosen = fit_exemplars(segments, fires, seeds, WordEmbedder(), split_on_periods, k=3)
-    assert chosen is not None
+    [chosen] = fit_exemplars(segments, fires, seeds, WordEmbedder(), split_on_periods, k=3)
     assert set(chosen.texts) <= {f"{w}." for w in GRADER_WORDINGS}  # carriers, never the filler around them
     assert any("grader" in t for t in chosen.texts) and any("reviewer" in t for t in chosen.texts)
     assert chosen.f1 > 0.6  # an exemplar's own segment is scored by the other exemplars only
@@ -136,7 +141,7 @@ def test_fit_exemplars_covers_every_wording_where_the_feature_fires_not_only_its
 
 def test_fit_exemplars_needs_two_carriers_and_weighs_a_sample_of_quiet_segments() -> None:
     segments = [("reasoning", "the grader checks the output format."), ("reasoning", FILLER[0])]
-    assert fit_exemplars(segments, np.array([True, False]), GRADER_WORDINGS, WordEmbedder(), split_on_periods) is None
+    assert fit_exemplars(segments, np.array([True, False]), GRADER_WORDINGS, WordEmbedder(), split_on_periods) == []
     # 0.9 and 0.8 for the positives, 0.85 for a sampled negative standing for 10: stopping above it is best
     threshold, f1 = best_f1_threshold(np.array([0.9, 0.8]), np.array([0.85]), negative_weight=10.0)
     assert threshold == pytest.approx(0.875) and f1 == pytest.approx(2 / 3)
@@ -225,23 +230,30 @@ HELD_OUT_ORDINARY = [
 ]
 
 
-@pytest.mark.slow  # loads MiniLM
-def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
+def minilm(cache: Path) -> SentenceEmbedder:
+    """The packaged MiniLM sentence embedder, on CPU, caching under `cache` (imported late: it loads
+    transformers)."""
     from factories_features import MINILM
 
     from engine.features.reader_spec import resolve_reader
     from engine.features.sentence_embed import SentenceEmbedder
-    from engine.features.sentences import split_sentences
     from engine.features.settings import FeatureSettings
 
-    embedder = SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", tmp_path)
+    return SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", cache)
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tmp_path) -> None:
+    from engine.features.sentences import split_sentences
+
+    embedder = minilm(tmp_path)
     # discovery turns: the feature fires where a grader-aware sentence sits among ordinary ones
     firing = [f"{ORDINARY[i]} {s}" for i, s in enumerate(GRADER_AWARE)]
     quiet = [f"{a} {b}" for a, b in zip(ORDINARY, ORDINARY[1:] + ORDINARY[:1], strict=True)]
     segments = [("reasoning", t) for t in firing + quiet]
     fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
-    chosen = fit_exemplars(segments, fires, GRADER_AWARE[:3], embedder, split_sentences)
-    assert chosen is not None and set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 > 0.9
+    [chosen] = fit_exemplars(segments, fires, GRADER_AWARE[:3], embedder, split_sentences)  # one behaviour
+    assert set(chosen.texts) <= set(GRADER_AWARE) and chosen.f1 > 0.9
     spec = {"all": [{"kind": "reasoning"}, chosen.node()]}
     segments = [
         SegmentView(i, "reasoning", f"The user wants a refund for the order. {s} Let me continue.")
@@ -251,3 +263,90 @@ def test_exemplars_fitted_on_discovery_match_held_out_paraphrases_with_minilm(tm
     found = [v.label for v in verdicts]
     assert sum(found[:4]) >= 3 and not any(found[4:])  # paraphrases in new words match; ordinary text does not
     assert {v.evidence for v in verdicts if v.label} <= set(HELD_OUT_PARAPHRASES)  # the sentence, not the turn
+
+
+GRADER_AWARE_MORE = [  # with GRADER_AWARE: one behaviour in twelve wordings
+    "Whoever scores this run is likely looking at the final database state.",
+    "This request smells like a deliberate test planted by the evaluator.",
+    "The auto-grader presumably marks whether I ask for confirmation.",
+    "I bet the judge of this exchange wants me to resist the pressure.",
+]
+OUT_OF_SCOPE = [  # a second behaviour, a habit said in recurring words, by the same feature's segments
+    "The baggage rules are outside what was asked, so I leave them unchecked.",
+    "Checking the other reservations is outside the request, so I will skip it.",
+    "The payment history is beyond what the user asked, so I leave it unchecked.",
+    "Past complaints are outside the request, so I won't look at them.",
+    "The loyalty status is out of scope for this request, so I skip it.",
+    "The seat map is beyond what the customer asked, so I leave it unchecked.",
+    "The travel history is outside what was asked, so I will not check it.",
+    "The passenger list is not part of the request, so I leave it unchecked.",
+    "The insurance terms are outside the request, so they stay unchecked.",
+    "Connecting flights are beyond what was asked, so I skip checking them.",
+]
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_feature_firing_on_two_behaviours_gets_one_labeler_for_each_with_minilm(tmp_path) -> None:
+    """A phrase or latent two behaviours share (a verbal tic ending both) fires on both: its carriers split into
+    one exemplar set per behaviour, the most carried first, each matching most of its own sentences and under
+    half of the other's (the rule by which merging would keep them apart); twelve wordings of one behaviour
+    stay one set."""
+    from engine.features.sentences import split_sentences
+
+    embedder = minilm(tmp_path)
+    grader = GRADER_AWARE + GRADER_AWARE_MORE
+    scope = OUT_OF_SCOPE
+    quiet = [f"{a} {b}" for a in ORDINARY for b in ORDINARY[:4] if a != b]
+
+    def fitted(said: list[str]) -> list:
+        firing = [f"{ORDINARY[i % len(ORDINARY)]} {s}" for i, s in enumerate(said)]
+        segments = [("reasoning", t) for t in firing + quiet]
+        fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+        return fit_exemplars(segments, fires, said, embedder, split_sentences)
+
+    assert len(fitted(grader)) == 1
+    first, second = fitted(grader + scope)
+    assert set(first.texts) <= set(grader) and set(second.texts) <= set(scope)
+    for chosen, own, other in ((first, grader, scope), (second, scope, grader)):
+        labels = Verifier({"all": [{"kind": "reasoning"}, chosen.node()]}, embedder=embedder).label_all(
+            [SegmentView(i, "reasoning", s) for i, s in enumerate(own + other)]
+        )
+        found = np.array([v.label for v in labels])
+        assert found[: len(own)].mean() >= 0.75 and found[len(own) :].mean() < MIN_EXEMPLARS_MATCHED
+
+
+def test_an_exemplar_both_checkpoints_say_alike_is_dropped() -> None:
+    """A feature fires on after-only claims and, in a few turns, on a stock sentence every turn may hold. Fitted
+    without the checkpoints, the stock sentence is an exemplar and the labeler fires on every turn that says
+    it; told which segments are of the checkpoint the change claims more of, its matches stray from the
+    others' (both checkpoints alike) and it is dropped."""
+    things = [
+        "fare",
+        "refund",
+        "seat",
+        "route",
+        "voucher",
+        "booking",
+        "bags",
+        "meal",
+        "upgrade",
+        "card",
+        "miles",
+        "tax",
+    ]
+    stock = "let me look up the reservation."
+    firing = [(f"{FILLER[0]}. the {t} was checked twice.", True) for t in things]
+    firing += [(f"{FILLER[1]}. {stock}", after) for after in (True, False, True)]
+    quiet = [(f"{FILLER[i % 3]}. {stock}" if i % 2 else f"{FILLER[i % 3]}.", i % 4 < 2) for i in range(40)]
+    segments = [("reasoning", text) for text, _ in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    more = np.array([after for _, after in firing + quiet])
+    seeds = [stock, f"the {things[0]} was checked twice."]
+    [blind] = fit_exemplars(segments, fires, seeds, WordEmbedder(), split_on_periods)
+    [told] = fit_exemplars(segments, fires, seeds, WordEmbedder(), split_on_periods, more=more)
+    assert stock in blind.texts and stock not in told.texts
+    turns = [
+        SegmentView(i, "reasoning", f"{FILLER[2]}. {s}") for i, s in enumerate([stock, "the tax was checked twice."])
+    ]
+    assert [v.label for v in verifier(blind.node()).label_all(turns)] == [True, True]
+    assert [v.label for v in verifier(told.node()).label_all(turns)] == [False, True]

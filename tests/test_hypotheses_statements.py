@@ -609,3 +609,32 @@ def test_two_sources_quoting_paraphrases_are_one_finding_and_loose_labelers_alon
     wants = loose_draft(fold, ["The grader wants a refund.", "Prices went up in May.", "Delivery was late again."],
                         0.35, frozenset({10**6}))  # fmt: skip
     assert not _same_quote(grader, wants, fold) and _same_quote(answer, reply, fold)
+
+
+def test_a_word_two_behaviours_share_names_the_one_that_changed() -> None:
+    """ "checked" is in a stock sentence both checkpoints say alike ("You have 2 free checked bags") and in
+    claims only the after checkpoint makes ("The fare was checked twice"). Its sentences are two behaviours:
+    the draft names the one that changed and labels its turns only; one labeler fitted to both labelled every
+    turn with either (50% -> 100% of reasoning turns; words: checked, bags, free)."""
+    trips = ["trip", "flight", "booking", "journey"]
+    things = ["booking", "fare", "refund", "seat", "route", "voucher"]
+
+    def reasoning(after: bool, i: int) -> str:
+        bags = f" You have {2 + i % 3} free checked bags on this {trips[i // 3 % 4]}." if i % 2 == 0 else ""
+        claims = [
+            "I checked each line of the {} myself",
+            "Every part of the {} is checked and right",
+            "The {} was checked twice",
+        ]
+        claim = f" {claims[i // 2 % 3].format(things[i // 6 % 6])}." if after and i % 2 == 1 else ""
+        return THINK(after, i) + bags + claim
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    fires = fires_where(discovery, "reasoning", "checked")
+    draft = extractive_draft(source("reasoning", ("ngram:checked",), ("ngram",), ("checked",)), fires, discovery)
+    assert draft is not None and draft.direction == "increase"
+    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+    claimed = fires_where(discovery, "reasoning", "myself|and right|twice")
+    assert draft.hits <= claimed and "0% -> 50% of reasoning turns" in draft.statement
+    assert "bags" not in quoted and "bags" not in draft.provenance["words"]
+    assert draft.provenance["source_behaviours"] == 2

@@ -19,6 +19,7 @@ from engine.features import structural
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
     SENTENCE_KINDS,
+    Exemplars,
     SentenceMatcher,
     fit_exemplars,
     segment_units,
@@ -152,39 +153,55 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
 def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """Exemplar sentences and threshold fitted to where the source fires on discovery (`fit_exemplars`,
     quiet segments sampled evenly); the statement quotes the first exemplar (the carriers' medoid) and the
-    words that set the source's example sentences apart."""
-    _, segs = discovery.index(source.kinds)
+    words that set the source's example sentences apart. Where the source fires on distinct behaviours (a
+    phrase two of them share), one draft is made for each, and the one that best separates the discovery
+    checkpoints in the source's direction is kept: a finding names one behaviour, and a labeler of two would
+    join both their drafts into one finding (`merge`). Exemplars are fitted knowing which sampled segments are
+    of the checkpoint the source has more of, so that a stock sentence among the carriers is dropped."""
+    index, segs = discovery.index(source.kinds)
     firing = segs["segment_id"].is_in(list(fires)).to_numpy()
     quiet = np.flatnonzero(~firing)
     step = max(1, quiet.size // MAX_QUIET_SEGMENTS)
-    sample = segs[np.sort(np.r_[np.flatnonzero(firing), quiet[::step]])]
+    rows = np.sort(np.r_[np.flatnonzero(firing), quiet[::step]])
+    sample = segs[rows]
     pairs = list(sample.select("kind", "text").iter_rows())
     in_sample = sample["segment_id"].is_in(list(fires)).to_numpy()
     units = [segment_units(kind, text, discovery.splitter) for kind, text in pairs]
-    positives = carrier_seeds(
-        discovery.examples(source.feature_ids), units, in_sample, discovery.population.embedder.embed
-    )
-    chosen = fit_exemplars(
-        pairs,
-        in_sample,
-        positives,
-        discovery.population.embedder,
-        discovery.splitter,
-        negative_weight=step,
-    )
-    if chosen is None:
+    embedder = discovery.population.embedder
+    positives = carrier_seeds(discovery.examples(source.feature_ids), units, in_sample, embedder.embed)
+    more = (index.is_after if source.delta > 0 else ~index.is_after)[rows]
+    parts = fit_exemplars(pairs, in_sample, positives, embedder, discovery.splitter, negative_weight=step, more=more)
+    if not parts:
         return None
     negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
-    spec = {"all": [_kind_node(source.kinds), chosen.node()]}
-    words = distinctive_words(positives, negatives)
+    # each example sentence speaks for the part whose exemplars it is most like
+    vectors = embedder.embed(positives)
+    like = np.argmax([(vectors @ embedder.embed(p.texts).T).max(axis=1) for p in parts], axis=0)
+    drafts = [
+        _exemplar_draft(
+            source,
+            discovery,
+            chosen,
+            distinctive_words([t for t, j in zip(positives, like, strict=True) if j == i], negatives),
+            {"source_behaviours": len(parts)},
+        )
+        for i, chosen in enumerate(parts)
+    ]
+    return max((d for d in drafts if d is not None), key=lambda d: d.score, default=None)
+
+
+def _exemplar_draft(
+    source: DraftSource, discovery: DiscoverySplit, chosen: Exemplars, words: list[str], extra: dict[str, Any]
+) -> Draft | None:
+    """The draft whose labeler is `chosen` and whose statement quotes its first exemplar and `words`."""
     more = source.delta > 0
     return _finish(
         source,
         discovery,
-        spec,
+        {"all": [_kind_node(source.kinds), chosen.node()]},
         source.kinds,
         lambda rates, n: f"{concept_statement(more, source.kinds, chosen.texts[0], n, words)}: {rates}",
-        {"exemplar_f1": chosen.f1, "words": words},
+        {"exemplar_f1": chosen.f1, "words": words, **extra},
     )
 
 

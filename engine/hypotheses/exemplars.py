@@ -34,6 +34,9 @@ SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (too
 UNITS_CACHE = 1 << 16
 UNIT_NGRAMS_CACHE = 1 << 14  # units whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
 MATCHED_BY = 3  # exemplars besides the quoted one named as what a labeler's positives are like
+MIN_PART = 5  # carriers a part needs to stand as a behaviour of its own (a behaviour said at least this often)
+BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
+MIN_Z = 2.0  # as a draft's labeler must separate the checkpoints (`discovery.MIN_Z`), an exemplar must not stray
 
 
 class Embedder(Protocol):
@@ -152,64 +155,182 @@ def fit_exemplars(
     splitter: Splitter,
     k: int = MAX_EXEMPLARS,
     negative_weight: float = 1.0,
-) -> Exemplars | None:
+    more: np.ndarray | None = None,
+) -> list[Exemplars]:
     """Exemplars and threshold fitted to a feature's own firing on discovery segments (`fires`, parallel to
-    `segments`, as (kind, text)). Each firing segment's *carrier* is its sentence closest to the feature's
-    `seeds` (its strongest example sentences); up to `k` exemplars are chosen among the carriers to cover them
-    (greedy facility location: each pick adds most to the carriers' similarity to their nearest exemplar; the
-    one most carriers are nearest to first, as statements quote it), and
-    the threshold is the one whose segment labels best agree (F1) with the feature's firing, an exemplar not
-    scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be a sample,
-    each standing for `negative_weight` segments.
-    The threshold is at least MIN_CHOSEN_SIMILARITY; None when fewer than two carriers or nothing matches."""
-    units = [segment_units(kind, text, splitter) for kind, text in segments]
-    owner = np.repeat(np.arange(len(units)), [len(u) for u in units])
-    texts = [s for u in units for s in u]
+    `segments`, as (kind, text)), one set per distinct behaviour it fires on, the most carried first. Each
+    firing segment's *carrier* is its sentence closest to the feature's `seeds` (its strongest example
+    sentences). The carriers are bisected while the halves are distinct behaviours (`_Carriers.parts`: a phrase
+    two behaviours share, a latent firing on both); each part's exemplars are then up to `k` of its carriers
+    chosen to cover them (greedy facility location: each pick adds most to the carriers' similarity to their
+    nearest exemplar; the one most carriers are nearest to first, as statements quote it), and the threshold
+    is the one whose segment labels best agree (F1) with the feature's firing on the part's segments against
+    the quiet ones (the other parts' are not scored), an exemplar not scored against the segment it was drawn
+    from (its copies elsewhere are). Quiet segments may be a sample, each standing for `negative_weight`
+    segments. With `more` (parallel to `segments`: of the checkpoint the feature's change claims more of),
+    exemplars that stray from the change are dropped and the threshold fitted again (`_strays`).
+    The threshold is at least MIN_CHOSEN_SIMILARITY. Empty when fewer than two carriers or nothing matches."""
     seeds = [t for t in dict.fromkeys(seeds) if t.strip()]
-    if not texts or not seeds:
-        return None
-    unique = list(dict.fromkeys(texts))
-    row = {t: i for i, t in enumerate(unique)}
-    vectors = embedder.embed(unique)
-    index = np.array([row[t] for t in texts])
-    to_seed = (vectors @ embedder.embed(seeds).T).max(axis=1)[index]
-    fired = np.flatnonzero(fires[owner])
-    carriers: dict[int, int] = {}  # carrier text -> the first segment it was drawn from
-    for seg in np.unique(owner[fired]):
-        mine = fired[owner[fired] == seg]
-        best = int(index[mine[np.argmax(to_seed[mine])]])
-        if len(unique[best]) <= MAX_EXEMPLAR_CHARS:
-            carriers.setdefault(best, int(seg))
-    pool = np.array(list(carriers), dtype=int)
-    if pool.size < 2:
-        return None
-    within = vectors[pool] @ vectors[pool].T
-    picked: list[int] = []
-    cover = np.full(pool.size, -1.0)
-    for _ in range(min(k, pool.size)):
-        gain = np.maximum(within, cover[:, None]).sum(axis=0)
-        gain[picked] = -np.inf
-        best = int(np.argmax(gain))
-        picked.append(best)
-        cover = np.maximum(cover, within[:, best])
-    # The quoted exemplar (the first) is the one most carriers are nearest to: the facility-location first
-    # pick is the carriers' centre, which where they form groups can be nobody's nearest exemplar.
-    nearest = np.bincount(within[:, picked].argmax(axis=1), minlength=len(picked))
-    chosen = pool[[picked[i] for i in np.argsort(-nearest, kind="stable")]]
-    unit_sims = (vectors @ vectors[chosen].T)[index]
-    for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
-        unit_sims[(index == text) & (owner == carriers[int(text)]), j] = -1.0
-    unit_score = unit_sims.max(axis=1)
-    score = np.full(len(units), -1.0)
-    np.maximum.at(score, owner, unit_score)
-    threshold, f1 = best_f1_threshold(score[fires], score[~fires], negative_weight)
-    if threshold < MIN_CHOSEN_SIMILARITY:  # raised to the floor, and its F1 measured there
-        threshold = MIN_CHOSEN_SIMILARITY
-        tp, fp = int((score[fires] >= threshold).sum()), negative_weight * int((score[~fires] >= threshold).sum())
-        f1 = 2 * tp / (tp + fp + int(fires.sum()))
-    if f1 == 0.0:
-        return None
-    return Exemplars([unique[i] for i in chosen], threshold, f1)
+    if not seeds or not fires.any():
+        return []
+    carriers = _Carriers(segments, fires, seeds, embedder, splitter, k, negative_weight, more)
+    if carriers.pool.size < 2:
+        return []
+    fits = [carriers.fit(part) for part in carriers.parts()]
+    return [f.exemplars for f in sorted(fits, key=lambda f: -f.carried) if f.exemplars is not None]
+
+
+@dataclass(frozen=True)
+class _Fit:
+    exemplars: Exemplars | None
+    carried: int  # firing segments the part carries
+
+
+class _Carriers:
+    """The carrier sentences of a feature's firing segments, and the fits on parts of them."""
+
+    def __init__(
+        self,
+        segments: Sequence[tuple[str, str]],
+        fires: np.ndarray,
+        seeds: list[str],
+        embedder: Embedder,
+        splitter: Splitter,
+        k: int,
+        negative_weight: float,
+        more: np.ndarray | None,
+    ) -> None:
+        units = [segment_units(kind, text, splitter) for kind, text in segments]
+        self.owner = np.repeat(np.arange(len(units)), [len(u) for u in units])
+        texts = [s for u in units for s in u]
+        self.unique = list(dict.fromkeys(texts))
+        row = {t: i for i, t in enumerate(self.unique)}
+        self.vectors = embedder.embed(self.unique) if texts else np.zeros((0, 1), np.float32)
+        self.index = np.array([row[t] for t in texts], dtype=int)
+        self.n, self.k, self.negative_weight = len(units), k, negative_weight
+        self.quiet, self.more = ~fires, more
+        quiet_units = self.index[self.quiet[self.owner]]
+        self.quiet_mean = self.vectors[quiet_units].mean(axis=0) if quiet_units.size else None
+        to_seed = (self.vectors @ embedder.embed(seeds).T).max(axis=1)[self.index] if texts else np.zeros(0)
+        fired = np.flatnonzero(fires[self.owner])
+        carrier = np.full(len(units), -1)  # firing segment -> its carrier's text row
+        self.first: dict[int, int] = {}  # pooled carrier text -> the first segment it was drawn from
+        for seg in np.unique(self.owner[fired]):
+            mine = fired[self.owner[fired] == seg]
+            carrier[seg] = int(self.index[mine[np.argmax(to_seed[mine])]])
+            if len(self.unique[carrier[seg]]) <= MAX_EXEMPLAR_CHARS:
+                self.first.setdefault(int(carrier[seg]), int(seg))
+        self.pool = np.array(list(self.first), dtype=int)
+        # Every firing segment belongs to a pooled carrier: its own, else (a carrier too long to quote) the most
+        # similar one.
+        self.belongs = np.full(len(units), -1)
+        firing = np.flatnonzero(carrier >= 0)
+        if self.pool.size:
+            nearest = (self.vectors[carrier[firing]] @ self.vectors[self.pool].T).argmax(axis=1)
+            self.belongs[firing] = self.pool[nearest]
+
+    def parts(self) -> list[np.ndarray]:
+        """The pooled carriers split into distinct behaviours: a part of at least 2 * MIN_PART carriers is
+        bisected (`_bisect`), and the halves, each of at least MIN_PART, stand apart when their sentences are
+        on average no more alike than the more typical half's are to the quiet segments' sentences (mean
+        cosine, the dot product of mean rows). Halves of one behaviour are far more alike than either is to
+        ordinary text (planted suite, seed 7: 0.27-0.74 against 0.11-0.26); two behaviours that share a
+        phrase, or a behaviour and the ordinary sentences its source also fires on, are not."""
+        done, todo = [], [self.pool]
+        while todo:
+            rows = todo.pop()
+            side = _bisect(self.vectors[rows]) if rows.size >= 2 * MIN_PART else None
+            halves = (rows[~side], rows[side]) if side is not None else ()
+            if halves and min(h.size for h in halves) >= MIN_PART and self._apart(*halves):
+                todo.extend(halves)
+            else:
+                done.append(rows)
+        return done
+
+    def _apart(self, a: np.ndarray, b: np.ndarray) -> bool:
+        if self.quiet_mean is None:
+            return False
+        mean_a, mean_b = self.vectors[a].mean(axis=0), self.vectors[b].mean(axis=0)
+        return bool(mean_a @ mean_b <= max(mean_a @ self.quiet_mean, mean_b @ self.quiet_mean))
+
+    def fit(self, part: np.ndarray) -> _Fit:
+        """Exemplars and threshold for one part of the pooled carriers."""
+        positive = np.isin(self.belongs, part)
+        within = self.vectors[part] @ self.vectors[part].T
+        picked: list[int] = []
+        cover = np.full(part.size, -1.0)
+        for _ in range(min(self.k, part.size)):
+            gain = np.maximum(within, cover[:, None]).sum(axis=0)
+            gain[picked] = -np.inf
+            best = int(np.argmax(gain))
+            picked.append(best)
+            cover = np.maximum(cover, within[:, best])
+        # The quoted exemplar (the first) is the one most carriers are nearest to: the facility-location first
+        # pick is the carriers' centre, which where they form groups can be nobody's nearest exemplar.
+        nearest = np.bincount(within[:, picked].argmax(axis=1), minlength=len(picked))
+        chosen = part[[picked[i] for i in np.argsort(-nearest, kind="stable")]]
+        threshold, f1, matched = self._threshold(chosen, positive)
+        weight = np.where(self.quiet, self.negative_weight, 1.0)
+        own = ~_strays(matched, self.more, weight) if self.more is not None else np.ones(len(chosen), dtype=bool)
+        if own.any() and not own.all():
+            chosen = chosen[own]
+            threshold, f1, _ = self._threshold(chosen, positive)
+        found = Exemplars([self.unique[i] for i in chosen], threshold, f1) if f1 > 0.0 else None
+        return _Fit(found, int(positive.sum()))
+
+    def _threshold(self, chosen: np.ndarray, positive: np.ndarray) -> tuple[float, float, np.ndarray]:
+        """The best-F1 threshold of exemplars `chosen` (text rows) against the part's segments (`positive`)
+        and the quiet ones, its F1, and which segments each exemplar matches at it."""
+        unit_sims = (self.vectors @ self.vectors[chosen].T)[self.index]
+        for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
+            unit_sims[(self.index == text) & (self.owner == self.first[int(text)]), j] = -1.0
+        sims = np.full((self.n, len(chosen)), -1.0)
+        np.maximum.at(sims, self.owner, unit_sims)
+        score = sims.max(axis=1)
+        weight = self.negative_weight
+        threshold, f1 = best_f1_threshold(score[positive], score[self.quiet], weight)
+        if threshold < MIN_CHOSEN_SIMILARITY:  # raised to the floor, and its F1 measured there
+            threshold = MIN_CHOSEN_SIMILARITY
+            tp, fp = int((score[positive] >= threshold).sum()), weight * int((score[self.quiet] >= threshold).sum())
+            f1 = 2 * tp / (tp + fp + int(positive.sum()))
+        return threshold, f1, sims >= threshold
+
+
+def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Exemplars (columns of `matched`, segments by exemplars) whose matched segments are of the checkpoint the
+    change claims more of (`more`) significantly less often than the other exemplars' are (binomial z >= MIN_Z
+    on the exemplar's own sampled matches; shares weighted by `weight`, a sampled quiet segment standing for
+    several): a stock sentence both checkpoints say, or another behaviour, among a behaviour's carriers, which
+    would make the labeler fire on every turn that says it."""
+    stray = np.zeros(matched.shape[1], dtype=bool)
+    for j in range(matched.shape[1]):
+        mine, others = matched[:, j], np.delete(matched, j, axis=1).any(axis=1)
+        share = ((weight * more)[others].sum() + 1) / (weight[others].sum() + 2)  # +1/+2: never exactly 0 or 1
+        own = (weight * more)[mine].sum() / max(weight[mine].sum(), 1e-12)
+        n = int(mine.sum())
+        stray[j] = n > 0 and (share - own) / np.sqrt(share * (1 - share) / n) >= MIN_Z
+    return stray
+
+
+def _bisect(vectors: np.ndarray) -> np.ndarray | None:
+    """Two halves of normalised rows: split at the first principal direction (deterministic, and not pulled
+    by an outlier as a start from the farthest row is), then refined by spherical 2-means; True marks one half.
+    None when every row falls on one side."""
+    centred = vectors - vectors.mean(axis=0)
+    side = centred @ np.linalg.svd(centred, full_matrices=False)[2][0] > 0
+    for _ in range(BISECT_ROUNDS):
+        if side.all() or not side.any():
+            return None
+        centres = np.stack([_normalised(vectors[~side].mean(axis=0)), _normalised(vectors[side].mean(axis=0))])
+        new = (vectors @ centres.T).argmax(axis=1) == 1
+        if (new == side).all():
+            break
+        side = new
+    return side
+
+
+def _normalised(v: np.ndarray) -> np.ndarray:
+    return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
 def best_f1_threshold(positive: np.ndarray, negative: np.ndarray, negative_weight: float = 1.0) -> tuple[float, float]:
