@@ -17,12 +17,11 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.exemplars import Splitter, default_splitter
-from engine.hypotheses.ngrams import NgramIndex, mostly_inside, two_proportion_z
+from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
 
-MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped
 # A draft co-occurs with another when the other's positives are this many times more common among its own than
 # overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
 # common property (a length bin holding 80% of turns) can reach at most 1.25.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from engine.errors import InputError
+from engine.hypotheses.ngrams import MIN_Z
 from engine.text import ngrams
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ UNIT_NGRAMS_CACHE = 1 << 14  # units whose n-grams are memoised (the demo has 6,
 MATCHED_BY = 3  # exemplars besides the quoted one named as what a labeler's positives are like
 MIN_PART = 5  # carriers a part needs to stand as a behaviour of its own (a behaviour said at least this often)
 BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
-MIN_Z = 2.0  # as a draft's labeler must separate the checkpoints (`discovery.MIN_Z`), an exemplar must not stray
 
 
 class Embedder(Protocol):
