@@ -209,6 +209,7 @@ class _Carriers:
         self.index = np.array([row[t] for t in texts], dtype=int)
         self.n, self.k, self.negative_weight = len(units), k, negative_weight
         self.quiet, self.more = ~fires, more
+        self.weight = np.where(self.quiet, negative_weight, 1.0)  # a sampled quiet segment stands for several
         quiet_units = self.index[self.quiet[self.owner]]
         self.quiet_mean = self.vectors[quiet_units].mean(axis=0) if quiet_units.size else None
         to_seed = (self.vectors @ embedder.embed(seeds).T).max(axis=1)[self.index] if texts else np.zeros(0)
@@ -270,8 +271,7 @@ class _Carriers:
         nearest = np.bincount(within[:, picked].argmax(axis=1), minlength=len(picked))
         chosen = part[[picked[i] for i in np.argsort(-nearest, kind="stable")]]
         threshold, f1, matched = self._threshold(chosen, positive)
-        weight = np.where(self.quiet, self.negative_weight, 1.0)
-        own = ~_strays(matched, self.more, weight) if self.more is not None else np.ones(len(chosen), dtype=bool)
+        own = ~_strays(matched, self.more, self.weight) if self.more is not None else np.ones(len(chosen), dtype=bool)
         if own.any() and not own.all():
             chosen = chosen[own]
             threshold, f1, _ = self._threshold(chosen, positive)
