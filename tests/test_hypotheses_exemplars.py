@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from factories_exemplars import WordEmbedder, split_on_periods
 
-from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars, matched_by
+from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
@@ -350,3 +350,20 @@ def test_an_exemplar_both_checkpoints_say_alike_is_dropped() -> None:
     ]
     assert [v.label for v in verifier(blind.node()).label_all(turns)] == [True, True]
     assert [v.label for v in verifier(told.node()).label_all(turns)] == [False, True]
+
+
+def test_several_stock_exemplars_do_not_hide_one_another() -> None:
+    """A price-listing latent's carriers (paraphrased suite, seed 12): ten re-checking sentences, all said by
+    the checkpoint the change claims more of, and five stock sentences about prices that both say. Tested once
+    against all the others, the stock sentences dilute the others' share and only the most common one stood
+    out (the finding then quoted "The available economy flight prices are: ..."); tested against the exemplars
+    that lean with the change, one at a time, all five go and none of the re-checking ones."""
+    behaviour = [(12, 12), (8, 8), (4, 4), (12, 12), (11, 11), (5, 5), (6, 6), (3, 3), (8, 8), (9, 9)]
+    stock = [(15, 8), (8, 6), (9, 3), (33, 16), (87, 36)]
+    quiet = (300, 150)  # matched by no exemplar: the base share is a half
+    counts = behaviour + stock + [quiet]
+    more = np.concatenate([np.arange(n) < k for n, k in counts])
+    owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
+    matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
+    stray = _strays(matched, more, np.ones(more.size))
+    assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)

@@ -298,18 +298,39 @@ class _Carriers:
 
 def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Exemplars (columns of `matched`, segments by exemplars) whose matched segments are of the checkpoint the
-    change claims more of (`more`) significantly less often than the other exemplars' are (binomial z >= MIN_Z
-    on the exemplar's own sampled matches; shares weighted by `weight`, a sampled quiet segment standing for
-    several): a stock sentence both checkpoints say, or another behaviour, among a behaviour's carriers, which
-    would make the labeler fire on every turn that says it."""
+    change claims more of (`more`) significantly less often than the other exemplars' are: a stock sentence
+    both checkpoints say, or another behaviour, among a behaviour's carriers, which would make the labeler fire
+    on every turn that says it. Shares are weighted by `weight` (a sampled quiet segment stands for several).
+
+    The others are those that lean with the change at all (a higher share than all segments have): a stock
+    sentence carries none of it, so it says nothing of the behaviour's share, and a third of a latent's
+    carriers being prices listed in both checkpoints must not make the behaviour's own sentences look like
+    the norm. Strays are removed one at a time, the most significant first (two-proportion z >= MIN_Z), and
+    the others tested again without it."""
+    shares = np.array([(weight * more)[m].sum() / max(weight[m].sum(), 1e-12) for m in matched.T])
+    leaning = shares > (weight * more).sum() / weight.sum()
     stray = np.zeros(matched.shape[1], dtype=bool)
-    for j in range(matched.shape[1]):
-        mine, others = matched[:, j], np.delete(matched, j, axis=1).any(axis=1)
-        share = ((weight * more)[others].sum() + 1) / (weight[others].sum() + 2)  # +1/+2: never exactly 0 or 1
-        own = (weight * more)[mine].sum() / max(weight[mine].sum(), 1e-12)
-        n = int(mine.sum())
-        stray[j] = n > 0 and (share - own) / np.sqrt(share * (1 - share) / n) >= MIN_Z
+    while (~stray).sum() > 1:
+        z = np.full(matched.shape[1], -np.inf)
+        for j in np.flatnonzero(~stray):
+            others = np.any(matched[:, ~stray & leaning & (np.arange(matched.shape[1]) != j)], axis=1)
+            z[j] = _lean_z(matched[:, j], np.asarray(others), more, weight)
+        worst = int(np.argmax(z))
+        if z[worst] < MIN_Z:
+            break
+        stray[worst] = True
     return stray
+
+
+def _lean_z(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.ndarray) -> float:
+    """How much less often `mine`'s segments are of the `more` checkpoint than `others`' (two-proportion z on
+    weighted shares, counts unweighted; the pooled share +1/+2, so that its variance is never 0)."""
+    n_mine, n_others = int(mine.sum()), int(others.sum())
+    if not n_mine or not n_others:
+        return -np.inf
+    share = [(weight * more)[m].sum() / weight[m].sum() for m in (mine, others)]
+    pooled = ((weight * more)[mine | others].sum() + 1) / (weight[mine | others].sum() + 2)
+    return float((share[1] - share[0]) / np.sqrt(pooled * (1 - pooled) * (1 / n_mine + 1 / n_others)))
 
 
 def _bisect(vectors: np.ndarray) -> np.ndarray | None:
