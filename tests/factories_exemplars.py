@@ -1,11 +1,17 @@
-"""A stand-in sentence embedder and splitter for the exemplar labeler's logic (not for paraphrase quality)."""
+"""A stand-in sentence embedder and splitter for the exemplar labeler's logic (not for paraphrase quality), and
+the real packaged MiniLM embedder for the tests that are about paraphrases."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engine.features.sentence_embed import SentenceEmbedder
 
 _VOCAB: dict[str, int] = {}
 
@@ -27,3 +33,15 @@ class WordEmbedder:
 
 def split_on_periods(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in re.finditer(r"[^.?!]+[.?!]?", text) if m.group().strip()]
+
+
+def minilm(cache: Path) -> SentenceEmbedder:
+    """The packaged MiniLM sentence embedder, on CPU, caching under `cache` (imported late: it loads
+    transformers)."""
+    from factories_features import MINILM
+
+    from engine.features.reader_spec import resolve_reader
+    from engine.features.sentence_embed import SentenceEmbedder
+    from engine.features.settings import FeatureSettings
+
+    return SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", cache)

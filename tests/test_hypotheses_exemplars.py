@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import pytest
-from factories_exemplars import WordEmbedder, split_on_periods
+from factories_exemplars import WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
-
-if TYPE_CHECKING:
-    from engine.features.sentence_embed import SentenceEmbedder
 
 GRADER = "the grader checks the output format"
 
@@ -228,18 +223,6 @@ HELD_OUT_ORDINARY = [
     "The order contains a laptop and a mouse.",
     "The refund goes back to the original credit card.",
 ]
-
-
-def minilm(cache: Path) -> SentenceEmbedder:
-    """The packaged MiniLM sentence embedder, on CPU, caching under `cache` (imported late: it loads
-    transformers)."""
-    from factories_features import MINILM
-
-    from engine.features.reader_spec import resolve_reader
-    from engine.features.sentence_embed import SentenceEmbedder
-    from engine.features.settings import FeatureSettings
-
-    return SentenceEmbedder(resolve_reader(str(MINILM), None, FeatureSettings()), "cpu", cache)
 
 
 @pytest.mark.slow  # loads MiniLM

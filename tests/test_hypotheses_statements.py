@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
-from factories_exemplars import WordEmbedder, split_on_periods
+from factories_exemplars import WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import _same_quote, drop_repeats, merge_near_duplicates
@@ -638,3 +638,78 @@ def test_a_word_two_behaviours_share_names_the_one_that_changed() -> None:
     assert draft.hits <= claimed and "0% -> 50% of reasoning turns" in draft.statement
     assert "bags" not in quoted and "bags" not in draft.provenance["words"]
     assert draft.provenance["source_behaviours"] == 2
+
+
+RECHECK = [
+    "Re-deriving the baggage fee: $60 by 3 adds up to $180, so it checks out.",
+    "6 for each of $435 is $2610, which means the sum is right.",
+    "I'd better re-add the upgrade cost: 5 legs at $115 per unit gives $575, unchanged.",
+    "Checking the balance once more: $480 for each of 2 totals $960.",
+    "I need to rework my earlier figure: 6 seats at $65 per unit totals $390, no discrepancy.",
+    "Better to verify the baggage fee again: 4 legs at $460 per item equals $1840.",
+    "2 by $330 is $660, therefore the sum is right on inspection.",
+    "Checking the total once more: $375 for each of 3 totals $1125.",
+]
+OUT_OF_SCOPE = [
+    "Double-checking the fare rules is beyond the request, so I am not doing it.",
+    "I shouldn't investigate the gift card balances since that is out of scope.",
+    "Re-reading the change policy seems outside what I was asked, so I will not do it.",
+    "I needn't validate the membership level since that falls outside the request.",
+    "I won't validate the seat map since it isn't what the customer wants.",
+    "I needn't look into unrelated bookings since that is out of scope.",
+    "I don't need to re-verify every saved card since that falls outside the request.",
+    "The customer did not ask for more, so past complaints are left alone.",
+]
+ORDINARY = [
+    "The user wants to change the flight date to next Friday.",
+    "I should look up the reservation details first.",
+    "The customer asked about a refund for the cancelled trip.",
+    "I will search for available direct flights from JFK to SFO.",
+    "The user has provided their user id and reservation number.",
+    "Next I need the payment method to use for the difference.",
+    "The policy says basic economy flights cannot be modified.",
+    "I must get explicit confirmation before updating the booking.",
+    "The passenger list includes two adults and one child.",
+    "Let me list the options and ask which one they prefer.",
+    "Their membership is gold, so they get free checked bags.",
+    "The flight HAT123 departs at 9am and arrives at noon.",
+]
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_finding(tmp_path) -> None:
+    """Two behaviours of the after checkpoint (planted suite, seed 13): a re-checking labeler holds one
+    out-of-scope sentence among its exemplars ("Double-checking the fare rules is beyond the request"), so its
+    positives hold the out-of-scope turns too. The out-of-scope draft lies inside it, but its exemplars are
+    another behaviour (MiniLM: no more like the re-checking ones than either set is like ordinary reasoning),
+    so it is a finding of its own, not a narrower wording merged into re-checking."""
+    from engine.features.sentences import split_sentences
+
+    rows, rollouts = [], []
+    for key in range(2 * N):
+        after, i = key >= N, key % N
+        checkpoint = "after" if after else "before"
+        rollouts.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": str(i % 10), "reward": 1.0})
+        text = f"{ORDINARY[i % 12]} {ORDINARY[(i + 5) % 12]}"
+        if after and i < 40:
+            text += " " + (RECHECK if i % 2 == 0 else OUT_OF_SCOPE)[(i // 2) % 8]
+        rows.append({"segment_id": key, "rollout_key": key, "kind": "reasoning", "text": text, "tool_name": None,
+                     "tool_args": None, "checkpoint": checkpoint, "task_id": str(i % 10),
+                     "structural": []})  # fmt: skip
+    population = Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), minilm(tmp_path))
+    discovery = DiscoverySplit(population, splitter=split_sentences)
+
+    def draft(exemplars: list[str], hits: range) -> Draft:
+        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.5}}]}
+        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", 5.0,
+                     0.3, {"feature_ids": [1]}, frozenset(N + i for i in hits), ("reasoning",))  # fmt: skip
+
+    recheck = draft(RECHECK + OUT_OF_SCOPE[:1], range(40))
+    scope = draft(OUT_OF_SCOPE[1:], range(1, 40, 2))
+    kept = merge_near_duplicates([recheck, scope], discovery)
+    assert [d.statement for d in kept] == [recheck.statement, scope.statement]
+    assert all(d.provenance["merged"] == [] for d in kept)
+    # the same out-of-scope draft inside a labeler of its own behaviour is a narrower wording of it
+    broader = draft(OUT_OF_SCOPE, range(1, 40, 2))
+    [one] = merge_near_duplicates([broader, scope], discovery)
+    assert one.statement == broader.statement and len(one.provenance["merged"]) == 1

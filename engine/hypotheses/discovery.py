@@ -9,6 +9,7 @@ messages carry its change.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.hypotheses.exemplars import Splitter, default_splitter
+from engine.hypotheses.exemplars import Splitter, default_splitter, segment_units
 from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, phrase_is_behaviour
@@ -61,6 +62,7 @@ class DiscoverySplit:
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
         self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
         self._texts: dict[tuple[str, ...], list[str]] = {}
+        self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -90,6 +92,20 @@ class DiscoverySplit:
             with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
             self._behaviour[key] = phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
+
+    def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """The mean embedding row of every sentence (a tool call: its whole text) of the discovery segments of
+        `kinds`: what ordinary text of these kinds is like, against which two behaviours are told apart
+        (`exemplars.distinct_behaviours`). Memoised; the sentences are mostly embedded (and cached) already,
+        as labelling a draft embeds them."""
+        if kinds not in self._ordinary:
+            _, segs = self.index(kinds)
+            units = Counter(
+                u for k, t in segs.select("kind", "text").iter_rows() for u in segment_units(k, t, self.splitter)
+            )
+            counts = np.fromiter(units.values(), dtype=np.float64, count=len(units))
+            self._ordinary[kinds] = counts @ self.population.embedder.embed(list(units)) / counts.sum()
+        return self._ordinary[kinds]
 
     def verifier(self, spec: dict[str, Any]) -> Verifier:
         return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)

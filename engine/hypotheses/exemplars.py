@@ -233,10 +233,9 @@ class _Carriers:
     def parts(self) -> list[np.ndarray]:
         """The pooled carriers split into distinct behaviours: a part of at least 2 * MIN_PART carriers is
         bisected (`_bisect`), and the halves, each of at least MIN_PART, stand apart when their sentences are
-        on average no more alike than the more typical half's are to the quiet segments' sentences (mean
-        cosine, the dot product of mean rows). Halves of one behaviour are far more alike than either is to
-        ordinary text (planted suite, seed 7: 0.27-0.74 against 0.11-0.26); two behaviours that share a
-        phrase, or a behaviour and the ordinary sentences its source also fires on, are not."""
+        on average no more alike than the more typical half's are to the quiet segments' sentences
+        (`distinct_behaviours`): two behaviours that share a phrase, or a behaviour and the ordinary sentences
+        its source also fires on."""
         done, todo = [], [self.pool]
         while todo:
             rows = todo.pop()
@@ -249,10 +248,7 @@ class _Carriers:
         return done
 
     def _apart(self, a: np.ndarray, b: np.ndarray) -> bool:
-        if self.quiet_mean is None:
-            return False
-        mean_a, mean_b = self.vectors[a].mean(axis=0), self.vectors[b].mean(axis=0)
-        return bool(mean_a @ mean_b <= max(mean_a @ self.quiet_mean, mean_b @ self.quiet_mean))
+        return self.quiet_mean is not None and distinct_behaviours(self.vectors[a], self.vectors[b], self.quiet_mean)
 
     def fit(self, part: np.ndarray) -> _Fit:
         """Exemplars and threshold for one part of the pooled carriers."""
@@ -348,6 +344,15 @@ def _bisect(vectors: np.ndarray) -> np.ndarray | None:
             break
         side = new
     return side
+
+
+def distinct_behaviours(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool:
+    """Whether two sets of sentence rows are distinct behaviours: on average no more alike than the more
+    typical set's sentences are to ordinary ones (`ordinary`, the mean row of ordinary sentences; mean cosine,
+    the dot product of mean rows). Halves of one behaviour are far more alike than either is to ordinary text
+    (planted suite, seed 7: 0.27-0.74 against 0.11-0.26); two behaviours that share a phrase are not."""
+    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
+    return bool(mean_a @ mean_b <= max(mean_a @ ordinary, mean_b @ ordinary))
 
 
 def _normalised(v: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
-from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, similar_nodes
+from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, distinct_behaviours, similar_nodes
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
 from engine.hypotheses.statements import concept_statement
 
@@ -75,7 +75,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
         if twin is not None:
             twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
             continue
-        main = _wording_inside(draft, [k for k in peers if discovery.co_occurs(draft, k)], discovery)
+        main = _wording_inside(draft, _near(draft, peers, discovery), discovery)
         if main is not None:
             if (
                 _names_a_behaviour(draft)
@@ -119,7 +119,7 @@ def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) 
             None,
         )  # fmt: skip
         if same is None and draft.hits:
-            inside = _wording_inside(draft, [f for _, f in peers if fold.co_occurs(draft, f)], fold)
+            inside = _wording_inside(draft, _near(draft, [f for _, f in peers], fold), fold)
             same = next((d for d, f in peers if f is inside), None)
         if same is None:
             kept.append(draft)
@@ -134,6 +134,27 @@ def _on_fold(draft: Draft, fold: DiscoverySplit) -> Draft:
         return replace(draft, hits=frozenset())
     hits, _, _ = fold.evaluate(fold.verifier(draft.spec), draft.kinds)
     return replace(draft, hits=frozenset(fold.index(draft.kinds)[0].segment_ids[hits].tolist()))
+
+
+def _near(draft: Draft, peers: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
+    """The peers a draft may be a narrower wording of: those it co-occurs with, less the exemplar drafts whose
+    exemplars are another behaviour than its own (`exemplars.distinct_behaviours`, the test that splits a
+    source's carriers, against the discovery sentences of its kinds). A labeler with a few sentences of another
+    behaviour among its exemplars (a re-checking latent that also fires on "double-checking X is out of
+    scope") holds that behaviour's segments; taking its drafts as narrower wordings, their exemplars joined,
+    made one finding of both behaviours (planted suite, seed 13)."""
+    near = [k for k in peers if discovery.co_occurs(draft, k)]
+    mine = similar_nodes(draft.spec)
+    if not mine:
+        return near
+    embed = discovery.population.embedder.embed
+    own = embed([t for node in mine for t in node["exemplars"]])
+    ordinary = discovery.ordinary_sentence(draft.kinds)
+    return [
+        k for k in near
+        if not (theirs := similar_nodes(k.spec))
+        or not distinct_behaviours(own, embed([t for node in theirs for t in node["exemplars"]]), ordinary)
+    ]  # fmt: skip
 
 
 def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:
