@@ -681,8 +681,9 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
     """Two behaviours of the after checkpoint (planted suite, seed 13): a re-checking labeler holds one
     out-of-scope sentence among its exemplars ("Double-checking the fare rules is beyond the request"), so its
     positives hold the out-of-scope turns too. The out-of-scope draft lies inside it, but its exemplars are
-    another behaviour (MiniLM: no more like the re-checking ones than either set is like ordinary reasoning),
-    so it is a finding of its own, not a narrower wording merged into re-checking."""
+    another behaviour (MiniLM: no more like the re-checking ones than either set is like ordinary reasoning)
+    and the two labelers do not meet on one sentence in the turns both label, so it is a finding of its own,
+    not a narrower wording merged into re-checking."""
     from engine.features.sentences import split_sentences
 
     rows, rollouts = [], []
@@ -713,3 +714,32 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
     broader = draft(OUT_OF_SCOPE, range(1, 40, 2))
     [one] = merge_near_duplicates([broader, scope], discovery)
     assert one.statement == broader.statement and len(one.provenance["merged"]) == 1
+
+
+def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monkeypatch) -> None:
+    """Of two exemplar sets judged distinct behaviours, the kept one holds the draft's behaviour only where the
+    turns both label are matched through different sentences; where both labelers' best match is one sentence
+    they both hold (the fixed-phrase suite: a "check your email" labeler holding the planted "send a written
+    summary of this to your email?"), the draft is a narrower wording of the kept one."""
+    monkeypatch.setattr("engine.hypotheses.merge.distinct_behaviours", lambda *_: True)
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+
+    def draft(exemplars: list[str], keep: Callable[[int], bool]) -> Draft:
+        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.9}}]}
+        return labelled(f'More turns like "{exemplars[0]}"', spec, 5.0, reasoning_ids(True, keep))
+
+    kept = draft([f"{WORDINGS[1]}.", f"{WORDINGS[0]}."], lambda i: i % 8 in (0, 1))
+    shared = draft([f"{WORDINGS[0]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
+    other = draft([f"{WORDINGS[3]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
+    [one] = merge_near_duplicates([kept, shared], discovery)
+    assert [m["statement"] for m in one.provenance["merged"]] == [shared.statement]
+    # matched through other sentences, it is no wording of the kept one (here its change lies wholly in the
+    # kept one's turns, so it is then set aside as a side effect, not merged)
+    [one] = merge_near_duplicates([kept, other], discovery)
+    assert one.provenance["merged"] == [] and [e["statement"] for e in one.provenance["side_effects"]] == [
+        other.statement
+    ]

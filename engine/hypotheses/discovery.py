@@ -107,6 +107,11 @@ class DiscoverySplit:
             self._ordinary[kinds] = counts @ self.population.embedder.embed(list(units)) / counts.sum()
         return self._ordinary[kinds]
 
+    def segments_of(self, ids: frozenset[int]) -> list[tuple[str, str]]:
+        """(kind, text) of the discovery segments `ids`, in segment id order."""
+        segs = self.population.segments.filter(pl.col("segment_id").is_in(sorted(ids))).sort("segment_id")
+        return list(segs.select("kind", "text").iter_rows())
+
     def verifier(self, spec: dict[str, Any]) -> Verifier:
         return Verifier(spec, embedder=self.population.embedder, splitter=self.splitter)
 

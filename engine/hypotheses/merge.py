@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
-from engine.hypotheses.exemplars import DEFAULT_MIN_SIMILARITY, distinct_behaviours, similar_nodes
+from engine.hypotheses.exemplars import (
+    DEFAULT_MIN_SIMILARITY,
+    SentenceMatcher,
+    distinct_behaviours,
+    similar_nodes,
+)
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
 from engine.hypotheses.statements import concept_statement
 
@@ -23,6 +28,7 @@ from engine.hypotheses.statements import concept_statement
 # other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
+TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 
 
 def _words(text: str) -> set[str]:
@@ -137,24 +143,36 @@ def _on_fold(draft: Draft, fold: DiscoverySplit) -> Draft:
 
 
 def _near(draft: Draft, peers: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
-    """The peers a draft may be a narrower wording of: those it co-occurs with, less the exemplar drafts whose
-    exemplars are another behaviour than its own (`exemplars.distinct_behaviours`, the test that splits a
-    source's carriers, against the discovery sentences of its kinds). A labeler with a few sentences of another
-    behaviour among its exemplars (a re-checking latent that also fires on "double-checking X is out of
-    scope") holds that behaviour's segments; taking its drafts as narrower wordings, their exemplars joined,
-    made one finding of both behaviours (planted suite, seed 13)."""
-    near = [k for k in peers if discovery.co_occurs(draft, k)]
-    mine = similar_nodes(draft.spec)
-    if not mine:
-        return near
-    embed = discovery.population.embedder.embed
-    own = embed([t for node in mine for t in node["exemplars"]])
-    ordinary = discovery.ordinary_sentence(draft.kinds)
+    """The peers a draft may be a narrower wording of: those it co-occurs with, less the exemplar drafts of
+    another behaviour that hold the draft's own (`_holds_another`)."""
     return [
-        k for k in near
-        if not (theirs := similar_nodes(k.spec))
-        or not distinct_behaviours(own, embed([t for node in theirs for t in node["exemplars"]]), ordinary)
+        k for k in peers
+        if discovery.co_occurs(draft, k) and not _holds_another(k, draft, discovery)
     ]  # fmt: skip
+
+
+def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool:
+    """Whether an exemplar draft holds another behaviour's segments: its exemplars and the draft's are
+    distinct behaviours (`exemplars.distinct_behaviours`, the test that splits a source's carriers, against
+    the discovery sentences of their kinds), and the segments both label are mostly not labelled through one
+    sentence (the same sentence the best match of both, an exemplar both hold). A labeler with one sentence of
+    another behaviour among its exemplars labels that behaviour's segments; taking its drafts as narrower
+    wordings, their exemplars joined, made one finding of two (planted suite, seed 13: re-checking took in
+    out-of-scope). Two labelers that meet on sentences both hold share that behaviour, however distinct the
+    rest of their exemplars (the fixed-phrase suite: "Please check your email ... to find the reservation ID"
+    and the planted "Would you like me to send a written summary of this to your email?" in one labeler)."""
+    theirs, mine = similar_nodes(kept.spec), similar_nodes(draft.spec)
+    if not (theirs and mine):
+        return False
+    embed = discovery.population.embedder.embed
+    own, other = ([t for node in nodes for t in node["exemplars"]] for nodes in (mine, theirs))
+    if not distinct_behaviours(embed(own), embed(other), discovery.ordinary_sentence(draft.kinds)):
+        return False
+    both = discovery.segments_of(draft.hits & kept.hits)
+    matcher = SentenceMatcher(both, discovery.population.embedder, discovery.splitter)
+    pairs = [(a, b) for a, b in zip(matcher.best(own), matcher.best(other), strict=True) if a and b]
+    shared = sum(a.sentence == b.sentence and abs(a.similarity - b.similarity) <= TIE for a, b in pairs)
+    return 2 * shared < len(pairs)
 
 
 def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:
