@@ -676,14 +676,21 @@ ORDINARY = [
 ]
 
 
-@pytest.mark.slow  # loads MiniLM
-def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_finding(tmp_path) -> None:
-    """Two behaviours of the after checkpoint (planted suite, seed 13): a re-checking labeler holds one
-    out-of-scope sentence among its exemplars ("Double-checking the fare rules is beyond the request"), so its
-    positives hold the out-of-scope turns too. The out-of-scope draft lies inside it, but its exemplars are
-    another behaviour (MiniLM: no more like the re-checking ones than either set is like ordinary reasoning)
-    and the two labelers do not meet on one sentence in the turns both label, so it is a finding of its own,
-    not a narrower wording merged into re-checking."""
+GRADER = [
+    "The grader will probably check whether the output matches the expected format.",
+    "Maybe this task is a test and the evaluator is watching how I respond.",
+    "I suspect the reviewer set this up as a trap to see if I cut corners.",
+    "This looks like an evaluation, so the scorer might penalise any deviation.",
+    "The evaluator could be checking whether I follow the policy exactly.",
+    "Perhaps the graders want to see if I notice the inconsistency.",
+    "It is possible that this scenario is being scored by an automated checker.",
+    "I think the person grading this expects me to refuse.",
+]
+
+
+def two_behaviours(cache, even: list[str], odd: list[str]) -> DiscoverySplit:
+    """A MiniLM discovery split: ordinary reasoning in every turn; the first 40 after-turns add a sentence of
+    one behaviour (`even` turns) or another (`odd` turns)."""
     from engine.features.sentences import split_sentences
 
     rows, rollouts = [], []
@@ -693,27 +700,60 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
         rollouts.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": str(i % 10), "reward": 1.0})
         text = f"{ORDINARY[i % 12]} {ORDINARY[(i + 5) % 12]}"
         if after and i < 40:
-            text += " " + (RECHECK if i % 2 == 0 else OUT_OF_SCOPE)[(i // 2) % 8]
+            planted = even if i % 2 == 0 else odd
+            text += " " + planted[(i // 2) % len(planted)]
         rows.append({"segment_id": key, "rollout_key": key, "kind": "reasoning", "text": text, "tool_name": None,
                      "tool_args": None, "checkpoint": checkpoint, "task_id": str(i % 10),
                      "structural": []})  # fmt: skip
-    population = Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), minilm(tmp_path))
-    discovery = DiscoverySplit(population, splitter=split_sentences)
+    population = Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), minilm(cache))
+    return DiscoverySplit(population, splitter=split_sentences)
 
-    def draft(exemplars: list[str], hits: range) -> Draft:
-        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.5}}]}
-        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", 5.0,
-                     0.3, {"feature_ids": [1]}, frozenset(N + i for i in hits), ("reasoning",))  # fmt: skip
 
-    recheck = draft(RECHECK + OUT_OF_SCOPE[:1], range(40))
-    scope = draft(OUT_OF_SCOPE[1:], range(1, 40, 2))
+def reasoning_draft(exemplars: list[str], hits: range, min_similarity: float = 0.5) -> Draft:
+    """An exemplar draft of the `two_behaviours` split, labelling after-turns `hits`."""
+    node = {"similar_to": {"exemplars": exemplars, "min_similarity": min_similarity}}
+    return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier",
+                 {"all": [{"kind": "reasoning"}, node]}, "extractive", 5.0, 0.3, {"feature_ids": [1]},
+                 frozenset(N + i for i in hits), ("reasoning",))  # fmt: skip
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_finding(tmp_path) -> None:
+    """Two behaviours of the after checkpoint (planted suite, seed 13): a re-checking labeler holds one
+    out-of-scope sentence among its exemplars ("Double-checking the fare rules is beyond the request"), so its
+    positives hold the out-of-scope turns too. The out-of-scope draft lies inside it, but the labeler's other
+    exemplars are another behaviour (MiniLM: they meet the out-of-scope ones no better than ordinary reasoning
+    does) and the two labelers do not meet on one sentence in the turns both label, so it is a finding of its
+    own, not a narrower wording merged into re-checking."""
+    discovery = two_behaviours(tmp_path, RECHECK, OUT_OF_SCOPE)
+    recheck = reasoning_draft(RECHECK + OUT_OF_SCOPE[:1], range(40))
+    scope = reasoning_draft(OUT_OF_SCOPE[1:], range(1, 40, 2))
     kept = merge_near_duplicates([recheck, scope], discovery)
     assert [d.statement for d in kept] == [recheck.statement, scope.statement]
     assert all(d.provenance["merged"] == [] for d in kept)
     # the same out-of-scope draft inside a labeler of its own behaviour is a narrower wording of it
-    broader = draft(OUT_OF_SCOPE, range(1, 40, 2))
+    broader = reasoning_draft(OUT_OF_SCOPE, range(1, 40, 2))
     [one] = merge_near_duplicates([broader, scope], discovery)
     assert one.statement == broader.statement and len(one.provenance["merged"]) == 1
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_labeler_holding_a_few_sentences_of_another_behaviour_does_not_take_it_in(tmp_path) -> None:
+    """Planted suite, seed 9: a latent's labeler of grader awareness holds a few out-of-scope sentences, so it
+    matches most of an out-of-scope draft's exemplars; joined as "another wording", the finding then counted
+    both behaviours (half its held-out positives each). The exemplars the draft's labeler does not match are
+    grader awareness, unrelated to out-of-scope (MiniLM), so the draft stays a finding of its own; two labelers
+    of out-of-scope in different words are still joined."""
+    discovery = two_behaviours(tmp_path, GRADER, OUT_OF_SCOPE)
+    grader = reasoning_draft(GRADER + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
+    scope = reasoning_draft(OUT_OF_SCOPE[3:], range(1, 40, 2), 0.4)
+    kept = merge_near_duplicates([grader, scope], discovery)
+    assert [d.statement for d in kept] == [grader.statement, scope.statement]
+    assert all(d.provenance["merged"] == [] for d in kept)
+    wording = reasoning_draft(OUT_OF_SCOPE[:5], range(1, 20, 2), 0.4)
+    other = reasoning_draft(OUT_OF_SCOPE[5:], range(21, 40, 2), 0.4)
+    [one] = merge_near_duplicates([wording, other], discovery)
+    assert [m["relation"] for m in one.provenance["merged"]] == ["another wording"]
 
 
 def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monkeypatch) -> None:
@@ -721,7 +761,7 @@ def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monk
     turns both label are matched through different sentences; where both labelers' best match is one sentence
     they both hold (the fixed-phrase suite: a "check your email" labeler holding the planted "send a written
     summary of this to your email?"), the draft is a narrower wording of the kept one."""
-    monkeypatch.setattr("engine.hypotheses.merge.distinct_behaviours", lambda *_: True)
+    monkeypatch.setattr("engine.hypotheses.merge.nearer_unrelated", lambda *_: True)
 
     def reasoning(after: bool, i: int) -> str:
         return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
@@ -732,7 +772,9 @@ def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monk
         spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.9}}]}
         return labelled(f'More turns like "{exemplars[0]}"', spec, 5.0, reasoning_ids(True, keep))
 
-    kept = draft([f"{WORDINGS[1]}.", f"{WORDINGS[0]}."], lambda i: i % 8 in (0, 1))
+    # with five sentences no turn holds: a labeler holds another behaviour only in MIN_PART exemplars or more
+    elsewhere = [f"{word} is not mentioned here." for word in ("Alpha", "Bravo", "Charlie", "Delta", "Echo")]
+    kept = draft([f"{WORDINGS[1]}.", f"{WORDINGS[0]}.", *elsewhere], lambda i: i % 8 in (0, 1))
     shared = draft([f"{WORDINGS[0]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
     other = draft([f"{WORDINGS[3]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
     [one] = merge_near_duplicates([kept, shared], discovery)

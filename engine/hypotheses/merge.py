@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -17,8 +18,9 @@ import numpy as np
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
     DEFAULT_MIN_SIMILARITY,
+    MIN_PART,
     SentenceMatcher,
-    distinct_behaviours,
+    nearer_unrelated,
     similar_nodes,
 )
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
@@ -66,7 +68,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
       another's (`_holds_another`);
     - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
       (`_another_wording`), or quoting the sentence the kept one quotes (`_same_quote`: each labeler matches
-      the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`);
+      the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`), unless the
+      kept one holds it beside another behaviour (`_holds_another`);
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
@@ -96,8 +99,11 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
                 main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
             continue
         wording = next(
-            (k for k in peers if _another_wording(draft, k, discovery) or _same_quote(draft, k, discovery)), None
-        )
+            (k for k in peers
+             if (_another_wording(draft, k, discovery) or _same_quote(draft, k, discovery))
+             and not _holds_another(k, draft, discovery)),
+            None,
+        )  # fmt: skip
         if wording is not None:
             kept[kept.index(wording)] = _joined(wording, draft, discovery)
             continue
@@ -153,27 +159,31 @@ def _near(draft: Draft, peers: list[Draft], discovery: DiscoverySplit) -> list[D
 
 
 def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool:
-    """Whether an exemplar draft holds another behaviour's segments: its exemplars and the draft's are
-    distinct behaviours (`exemplars.distinct_behaviours`, the test that splits a source's carriers, against
-    the discovery sentences of their kinds), and the segments both label are mostly not labelled through one
-    sentence (the same sentence the best match of both, an exemplar both hold). A labeler with one sentence of
-    another behaviour among its exemplars labels that behaviour's segments; taking its drafts as narrower
-    wordings, their exemplars joined, made one finding of two (planted suite, seed 13: re-checking took in
-    out-of-scope). Two labelers that meet on sentences both hold share that behaviour, however distinct the
-    rest of their exemplars (the fixed-phrase suite: "Please check your email ... to find the reservation ID"
-    and the planted "Would you like me to send a written summary of this to your email?" in one labeler)."""
+    """Whether an exemplar draft holds the draft's behaviour beside another one: at least MIN_PART of its
+    exemplars are sentences the draft's labeler does not match, those are another behaviour than the draft's
+    exemplars (`exemplars.nearer_unrelated`, against the discovery sentences of their kinds), and the two
+    labelers do not meet on one sentence in the segments both label (the same sentence the best match of both,
+    an exemplar both hold). A labeler with a few sentences of another behaviour among its exemplars labels that
+    behaviour's segments and matches its sentences; taking its drafts as narrower or other wordings, their
+    exemplars joined, made one finding of two (planted suite: re-checking took in out-of-scope on seed 13,
+    grader awareness on seed 9). Two labelers that meet on sentences both hold share that behaviour, however
+    distinct the rest of their exemplars (the fixed-phrase suite: "Please check your email ... to find the
+    reservation ID" and the planted "Would you like me to send a written summary of this to your email?" in one
+    labeler)."""
     theirs, mine = similar_nodes(kept.spec), similar_nodes(draft.spec)
     if not (theirs and mine):
         return False
     embed = discovery.population.embedder.embed
     own, other = ([t for node in nodes for t in node["exemplars"]] for nodes in (mine, theirs))
-    if not distinct_behaviours(embed(own), embed(other), discovery.ordinary_sentence(draft.kinds)):
+    rest = embed(other)[~_matched(embed(other), mine, embed)]
+    ordinary = discovery.ordinary_sentence(draft.kinds)
+    if len(rest) < MIN_PART or len(own) < 2 or not nearer_unrelated(embed(own), rest, ordinary):
         return False
     both = discovery.segments_of(draft.hits & kept.hits)
     matcher = SentenceMatcher(both, discovery.population.embedder, discovery.splitter)
     pairs = [(a, b) for a, b in zip(matcher.best(own), matcher.best(other), strict=True) if a and b]
     shared = sum(a.sentence == b.sentence and abs(a.similarity - b.similarity) <= TIE for a, b in pairs)
-    return 2 * shared < len(pairs)
+    return 2 * shared < len(pairs) or not pairs
 
 
 def _wording_inside(draft: Draft, near: list[Draft], discovery: DiscoverySplit) -> Draft | None:
@@ -205,11 +215,16 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
         return False
     embed = discovery.population.embedder.embed
     vectors = embed([t for node in mine for t in node["exemplars"]])
+    return bool(_matched(vectors, theirs, embed).mean() >= MIN_EXEMPLARS_MATCHED)
+
+
+def _matched(vectors: np.ndarray, nodes: list[dict[str, Any]], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+    """Which sentence rows (embedded) the labeler of `similar_to` nodes matches."""
     matched = np.zeros(len(vectors), dtype=bool)
-    for node in theirs:
+    for node in nodes:
         sims = (vectors @ embed(node["exemplars"]).T).max(axis=1)
         matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
-    return bool(matched.mean() >= MIN_EXEMPLARS_MATCHED)
+    return matched
 
 
 def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
