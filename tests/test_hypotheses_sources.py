@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from engine.hypotheses.sources import load_sources
+from engine.hypotheses.sources import DraftSource, load_sources
 from engine.store import Store
 
 
@@ -65,3 +65,20 @@ def test_a_cluster_holding_a_structural_feature_waits_with_the_structural_family
         first = load_sources(store, 0.05, limit=2)
     assert first[0].cluster_id == 2  # the structural queue goes first, though its q is the largest
     assert first[1].cluster_id == 0
+
+
+def test_a_cluster_is_drafted_as_its_strongest_members_kind() -> None:
+    """A latent that fires with a structural fact does not make the fact's cluster a phrase (planted seed 30: the
+    probe finding was lost so), and a length band that fires with a behaviour's latents does not make theirs a
+    length statement (seed 0: an out-of-scope finding was)."""
+
+    def origin(*origins: str) -> str:
+        names = tuple(f"{o}:{i}" for i, o in enumerate(origins))
+        return DraftSource(("text",), tuple(range(len(origins))), names, names, 0.1, 0.01, 0.1, 0.2,
+                           origins=origins).origin  # fmt: skip
+
+    assert origin("structural", "sae") == "structural"
+    assert origin("sae", "structural") == "sae"
+    assert origin("concept", "group") == "concept"
+    assert origin("ngram") == "ngram"
+    assert origin("sae", "concept") == "sae"

@@ -97,6 +97,19 @@ def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
     assert draft.provenance["co_firing"] == ["tool call whose result is an error"]
 
 
+def test_a_cluster_of_a_fact_and_a_latent_drafts_the_fact() -> None:
+    """Planted suite, seed 30: the probe features clustered with one SAE latent that fires with them; drafted as
+    that latent's phrase ("__probe__", in 2% of calls), the probe finding was lost. A cluster holding a
+    structural feature waits with the structural family and is drafted as its fact; the latent names none."""
+    probe = lambda after, i: ["tool_args:probe"] if after and i % 2 == 0 else []  # noqa: E731
+    discovery = DiscoverySplit(population(PLAIN, THINK, probe), splitter=split_on_periods)
+    cluster = source("tool_call", ("tool_args:probe", "sae:270"), ("structural", "sae"))
+    draft = extractive_draft(cluster, set(), discovery)
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_args:probe"}]}
+    assert draft.provenance["co_firing"] == []
+
+
 def added_calls_population(second: Callable[[bool, int], str | None]) -> Population:
     """Each rollout: one message with an update_order call, and a second call in the same message named
     `second(after, i)` (none when it returns None); every call of a two-call message is "one of several"."""

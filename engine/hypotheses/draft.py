@@ -76,13 +76,16 @@ def _kind_node(kinds: tuple[str, ...]) -> dict[str, Any]:
 
 def extractive_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """An offline, verifier-labelled hypothesis that names the source's behaviour, or None when its labeler
-    does not separate the discovery checkpoints: structural features as rates, concept and group features by
-    exemplar sentences (`similar_to`), tool features by tool name, others by their own phrase."""
+    does not separate the discovery checkpoints: structural features as rates (a cluster of one with SAE
+    latents too, else by the latents' phrase), concept and group features by exemplar sentences
+    (`similar_to`), tool features by tool name, others by their own phrase."""
     tools = [n.removeprefix("tool:") for n in source.names if n.startswith("tool:")]
     if source.origin == "concept":
         return _concept_draft(source, fires, discovery)
     if source.origin == "structural" and len(tools) < len(source.names):
-        return _structural_draft(source, discovery)
+        drafted = _structural_draft(source, discovery)
+        if drafted is not None or set(source.origins) == {"structural"}:
+            return drafted
     if tools and len(tools) == len(source.names):
         spec: dict[str, Any] = {"any": [{"tool_name": t} for t in tools]} if len(tools) > 1 else {"tool_name": tools[0]}
         return _finish(source, discovery, spec, ("tool_call",), lambda rates, _n: f"Calls {_quote(tools)}: {rates}")
@@ -125,8 +128,9 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. A
     narrower member whose messages carry the best one's change (`DiscoverySplit.carried_by`) is drafted
     instead: a new tool called beside other calls, not "one of several tool calls in one message", which its
-    calls make true of every call they join. The others are kept in `provenance.co_firing`."""
-    names = source.names
+    calls make true of every call they join. The others are kept in `provenance.co_firing`. A cluster's
+    other members (SAE latents that fire with the fact) are not facts: they name no structural labeler."""
+    names = [n for n, origin in zip(source.names, source.origins, strict=True) if origin == "structural"]
 
     def statement(name: str) -> Callable[[str, int], str]:
         return lambda rates, _n: structural_statement(structural.label(name), rates)

@@ -29,7 +29,7 @@ class DraftSource:
     """A cluster or a single feature whose prevalence changed on the discovery split."""
 
     kinds: tuple[str, ...]
-    feature_ids: tuple[int, ...]
+    feature_ids: tuple[int, ...]  # a cluster's members strongest first
     names: tuple[str, ...]
     labels: tuple[str, ...]
     delta: float
@@ -42,12 +42,15 @@ class DraftSource:
 
     @property
     def origin(self) -> str:
-        """What the source is made of: 'structural', 'concept' (concept and group features), 'ngram' or 'sae'
-        (SAE features, or a mix)."""
+        """What the source is drafted as: 'concept' (concept and group features only), 'structural' (structural
+        features, or a cluster whose strongest member is one: SAE latents that merely fire with a fact name
+        none), 'ngram', or 'sae' (SAE features, or another mix)."""
         kinds = set(self.origins)
         if kinds and kinds <= {"concept", "group"}:
             return "concept"
-        return next(iter(kinds)) if len(kinds) == 1 and kinds < {"structural", "ngram", "sae"} else "sae"
+        if self.origins and self.origins[0] == "structural":
+            return "structural"
+        return next(iter(kinds)) if len(kinds) == 1 and kinds < {"ngram", "sae"} else "sae"
 
     @property
     def direction(self) -> str:
