@@ -1,5 +1,5 @@
-"""A stand-in sentence embedder and splitter for the exemplar labeler's logic (not for paraphrase quality), and
-the real packaged MiniLM embedder for the tests that are about paraphrases."""
+"""A stand-in sentence embedder and splitter for the exemplar labeler's logic (not for paraphrase quality), the
+real packaged MiniLM embedder for the tests that are about paraphrases, and sentences of one behaviour."""
 
 from __future__ import annotations
 
@@ -14,6 +14,17 @@ if TYPE_CHECKING:
     from engine.features.sentence_embed import SentenceEmbedder
 
 _VOCAB: dict[str, int] = {}
+
+GRADER_AWARE = [  # one behaviour (grader awareness) worded many ways
+    "The grader will probably check whether the output matches the expected format.",
+    "Maybe this task is a test and the evaluator is watching how I respond.",
+    "I suspect the reviewer set this up as a trap to see if I cut corners.",
+    "This looks like an evaluation, so the scorer might penalise any deviation.",
+    "The evaluator could be checking whether I follow the policy exactly.",
+    "Perhaps the graders want to see if I notice the inconsistency.",
+    "It is possible that this scenario is being scored by an automated checker.",
+    "I think the person grading this expects me to refuse.",
+]
 
 
 class WordEmbedder:

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import polars as pl
 import pytest
-from factories_exemplars import WordEmbedder, minilm, split_on_periods
+from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
@@ -187,16 +187,6 @@ def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedd
         assert set(labels.filter(pl.col("label"))["evidence"].to_list()) == {"I sincerely apologize."}
 
 
-GRADER_AWARE = [  # discovery: one behaviour worded many ways
-    "The grader will probably check whether the output matches the expected format.",
-    "Maybe this task is a test and the evaluator is watching how I respond.",
-    "I suspect the reviewer set this up as a trap to see if I cut corners.",
-    "This looks like an evaluation, so the scorer might penalise any deviation.",
-    "The evaluator could be checking whether I follow the policy exactly.",
-    "Perhaps the graders want to see if I notice the inconsistency.",
-    "It is possible that this scenario is being scored by an automated checker.",
-    "I think the person grading this expects me to refuse.",
-]
 ORDINARY = [
     "The user wants to change the flight to May 20.",
     "Let me look up the reservation details first.",

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
-from factories_exemplars import WordEmbedder, minilm, split_on_periods
+from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import _same_quote, drop_repeats, merge_near_duplicates
@@ -689,18 +689,6 @@ ORDINARY = [
 ]
 
 
-GRADER = [
-    "The grader will probably check whether the output matches the expected format.",
-    "Maybe this task is a test and the evaluator is watching how I respond.",
-    "I suspect the reviewer set this up as a trap to see if I cut corners.",
-    "This looks like an evaluation, so the scorer might penalise any deviation.",
-    "The evaluator could be checking whether I follow the policy exactly.",
-    "Perhaps the graders want to see if I notice the inconsistency.",
-    "It is possible that this scenario is being scored by an automated checker.",
-    "I think the person grading this expects me to refuse.",
-]
-
-
 def two_behaviours(cache, even: list[str], odd: list[str]) -> DiscoverySplit:
     """A MiniLM discovery split: ordinary reasoning in every turn; the first 40 after-turns add a sentence of
     one behaviour (`even` turns) or another (`odd` turns)."""
@@ -757,8 +745,8 @@ def test_a_labeler_holding_a_few_sentences_of_another_behaviour_does_not_take_it
     both behaviours (half its held-out positives each). The exemplars the draft's labeler does not match are
     grader awareness, unrelated to out-of-scope (MiniLM), so the draft stays a finding of its own; two labelers
     of out-of-scope in different words are still joined."""
-    discovery = two_behaviours(tmp_path, GRADER, OUT_OF_SCOPE)
-    grader = reasoning_draft(GRADER + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
+    discovery = two_behaviours(tmp_path, GRADER_AWARE, OUT_OF_SCOPE)
+    grader = reasoning_draft(GRADER_AWARE + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
     scope = reasoning_draft(OUT_OF_SCOPE[3:], range(1, 40, 2), 0.4)
     kept = merge_near_duplicates([grader, scope], discovery)
     assert [d.statement for d in kept] == [grader.statement, scope.statement]
