@@ -76,9 +76,10 @@ def _kind_node(kinds: tuple[str, ...]) -> dict[str, Any]:
 
 def extractive_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """An offline, verifier-labelled hypothesis that names the source's behaviour, or None when its labeler
-    does not separate the discovery checkpoints: structural features as rates (a cluster of one with SAE
-    latents too, else by the latents' phrase), concept and group features by exemplar sentences
-    (`similar_to`), tool features by tool name, others by their own phrase."""
+    does not separate the discovery checkpoints: structural features as rates (a cluster whose strongest
+    member is a fact as that fact, or by its latents' phrase where no fact separates the checkpoints), concept
+    and group features by exemplar sentences (`similar_to`), tool features by tool name, others by their own
+    phrase."""
     tools = [n.removeprefix("tool:") for n in source.names if n.startswith("tool:")]
     if source.origin == "concept":
         return _concept_draft(source, fires, discovery)

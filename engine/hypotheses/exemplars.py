@@ -359,7 +359,7 @@ def nearer_unrelated(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool
     """Whether two sets of sentence rows (at least two each) are another behaviour each: their mean cross cosine
     rises above the ordinary level (the higher of either mean row's cosine with `ordinary`) by less than a
     third of what the less cohesive set's own sentences do (their mean pairwise cosine). Sets of one behaviour
-    in other words meet nearly as well as their own sentences do (planted suite, MiniLM: 0.42 to 1.1 of the
+    in other words meet nearly as well as their own sentences do (planted suite, MiniLM: 0.42 to 1.2 of the
     way); two behaviours of one register (grader awareness, a declined check), which `distinct_behaviours`
     cannot tell apart, meet a little above the ordinary level (-0.4 to 0.26)."""
     mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)

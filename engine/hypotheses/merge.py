@@ -175,7 +175,8 @@ def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool
         return False
     embed = discovery.population.embedder.embed
     own, other = ([t for node in nodes for t in node["exemplars"]] for nodes in (mine, theirs))
-    rest = embed(other)[~_matched(embed(other), mine, embed)]
+    other_vectors = embed(other)
+    rest = other_vectors[~_matched(other_vectors, mine, embed)]
     ordinary = discovery.ordinary_sentence(draft.kinds)
     if len(rest) < MIN_PART or len(own) < 2 or not nearer_unrelated(embed(own), rest, ordinary):
         return False
