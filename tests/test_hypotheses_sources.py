@@ -82,3 +82,12 @@ def test_a_cluster_is_drafted_as_its_strongest_members_kind() -> None:
     assert origin("concept", "group") == "concept"
     assert origin("ngram") == "ngram"
     assert origin("sae", "concept") == "sae"
+
+
+def test_a_cluster_whose_fact_and_latent_are_equally_strong_keeps_the_latents_phrase(tmp_path: Path) -> None:
+    """Planted seed 22: "mentions an amount of money" at membership 1.0 beside a re-checking latent at 1.0; drafted
+    as the fact, it would label every price in the study."""
+    features = [(4, "sae", "reasoning", "sae", 1e-6), (20, "structural", "reasoning", "structural", 1e-6)]
+    with _study(tmp_path / "s.duckdb", features, [(0, 1e-6, [20, 4])]) as store:
+        [cluster] = load_sources(store, 0.05, limit=1)
+    assert cluster.names == ("sae:4", "structural:20") and cluster.origin == "sae"

@@ -90,7 +90,12 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
         "WHERE q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
         [fdr],
     )
-    members = store.frame("SELECT cluster_id, feature_id FROM cluster_members ORDER BY cluster_id, membership DESC")
+    # A cluster's members strongest first; at equal membership a latent before a fact, so that a fact firing
+    # exactly with a behaviour's latents (money amounts with re-checking) leaves the cluster their phrase.
+    members = store.frame(
+        "SELECT m.cluster_id, m.feature_id FROM cluster_members m JOIN features f USING (feature_id) "
+        "ORDER BY m.cluster_id, m.membership DESC, f.source = 'structural', m.feature_id"
+    )
     for c in clusters.iter_rows(named=True):
         ids = members.filter(pl.col("cluster_id") == c["cluster_id"])["feature_id"].to_list()
         ids = [i for i in ids if i in info]
