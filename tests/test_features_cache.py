@@ -55,3 +55,22 @@ def test_width_mismatch_is_refused(tmp_path: Path) -> None:
 
 def test_side_dir_sits_beside_the_store(tmp_path: Path) -> None:
     assert side_dir(tmp_path / "study.duckdb") == tmp_path / "study.duckdb.rldiff"
+
+
+@pytest.mark.parametrize("cap", [1000, 20])
+def test_the_training_sample_does_not_depend_on_where_the_cache_holds_a_segment(tmp_path: Path, cap: int) -> None:
+    """The same segments read in another order, into other (randomly named) shards, give the same sample:
+    otherwise the same study analysed afresh trains another SAE."""
+    from engine.features.training import training_sample
+
+    written = [segment(f"h{i}", 3 + i, seed=i) for i in range(6)]
+    samples = []
+    for name, layout in (("a", [written[:2], written[2:]]), ("b", [written[:1:-1], written[1::-1]])):
+        cache = ActivationCache(tmp_path / name, "reader-L0-x", 8)
+        for part in layout:
+            with cache.writer() as writer:
+                for s in part:
+                    writer.add(s)
+        samples.append(training_sample(cache, cache.index(), cap, seed=0))
+    assert samples[0].shape == (min(cap, sum(3 + i for i in range(6))), 8)
+    assert torch.equal(samples[0], samples[1])
