@@ -713,9 +713,8 @@ def two_behaviours(cache, even: list[str], odd: list[str]) -> DiscoverySplit:
 def reasoning_draft(exemplars: list[str], hits: range, min_similarity: float = 0.5) -> Draft:
     """An exemplar draft of the `two_behaviours` split, labelling after-turns `hits`."""
     node = {"similar_to": {"exemplars": exemplars, "min_similarity": min_similarity}}
-    return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier",
-                 {"all": [{"kind": "reasoning"}, node]}, "extractive", 5.0, 0.3, {"feature_ids": [1]},
-                 frozenset(N + i for i in hits), ("reasoning",))  # fmt: skip
+    spec = {"all": [{"kind": "reasoning"}, node]}
+    return labelled(f'More reasoning turns like "{exemplars[0]}"', spec, 5.0, frozenset(N + i for i in hits))
 
 
 @pytest.mark.slow  # loads MiniLM

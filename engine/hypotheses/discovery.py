@@ -96,8 +96,8 @@ class DiscoverySplit:
     def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
         """The mean embedding row of every sentence (a tool call: its whole text) of the discovery segments of
         `kinds`: what ordinary text of these kinds is like, against which two behaviours are told apart
-        (`exemplars.distinct_behaviours`). Memoised; the sentences are mostly embedded (and cached) already,
-        as labelling a draft embeds them."""
+        (`exemplars.nearer_unrelated`, in `merge._holds_another`). Memoised; the sentences are mostly embedded
+        (and cached) already, as labelling a draft embeds them."""
         if kinds not in self._ordinary:
             _, segs = self.index(kinds)
             units = Counter(

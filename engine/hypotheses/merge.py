@@ -64,8 +64,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     - at least half of its positives inside kept drafts it co-occurs with (`DiscoverySplit.co_occurs`), and no change
       of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
       most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
-      as it names a behaviour worded many ways); never of an exemplar draft that holds its behaviour as
-      another's (`_holds_another`);
+      as it names a behaviour worded many ways); never of an exemplar draft that holds it beside another
+      behaviour (`_holds_another`);
     - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
       (`_another_wording`), or quoting the sentence the kept one quotes (`_same_quote`: each labeler matches
       the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`), unless the

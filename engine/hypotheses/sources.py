@@ -98,7 +98,6 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     )
     for c in clusters.iter_rows(named=True):
         ids = members.filter(pl.col("cluster_id") == c["cluster_id"])["feature_id"].to_list()
-        ids = [i for i in ids if i in info]
         if not ids:
             continue
         # a concept or group feature in a cluster is still drafted on its own: its sentences name a behaviour,
@@ -151,7 +150,8 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
 
 def _cluster_queue(sources: set[str]) -> str:
     """A cluster waits with the structural or concept family when it holds such a feature: its statement is
-    then that feature's fact or sentence, not an SAE latent's phrase."""
+    then that feature's fact (where the fact is its strongest member, `DraftSource.origin`) or sentence,
+    not an SAE latent's phrase."""
     if "structural" in sources:
         return "structural"
     return "concept" if sources & {"concept", "group"} else "cluster"
