@@ -23,6 +23,8 @@ from engine.features.reader_spec import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder
 from engine.features.sentences import split_sentences
 from engine.features.settings import FeatureSettings
+from engine.planted_reply_vocab import FEEDBACK_REQUEST
+from engine.planted_vocab import Vocabulary
 from tests.factories_features import MINILM
 
 HELD_OUT = 3  # paraphrases per behaviour kept out of clustering, to be found by similarity
@@ -114,6 +116,14 @@ def test_the_threshold_separates_members_from_the_rest() -> None:
     assert best_threshold(np.array([0.3, 0.2, 0.1]), np.array([0])) == FLOOR  # never below the floor
 
 
+def test_unscored_rows_count_neither_way() -> None:
+    members = np.array([0, 1, 2, 3])
+    leaning = np.array([4, 5, 6, 7, 8])  # between the members: counted against them, they lift the threshold
+    similarity = np.array([0.95, 0.9, 0.6, 0.55, 0.8, 0.75, 0.7, 0.65, 0.62, 0.4, 0.3])
+    assert best_threshold(similarity, members) == pytest.approx(0.9)
+    assert best_threshold(similarity, members, leaning) == pytest.approx(0.55)
+
+
 def test_no_groups_in_too_few_sentences(tmp_path: Path) -> None:
     model = find_groups(np.eye(4, dtype=np.float32), np.random.default_rng(0))
     assert model.n_groups == 0 and model.fire(np.eye(4, dtype=np.float32))[0].size == 0
@@ -167,6 +177,26 @@ def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_
     assert planted[np.unique(np.concatenate(model.members))].sum() >= 0.5 * planted.sum()
     null = np.where(planted, rng.integers(0, 2, len(vectors)), after)  # the same sentences on both sides
     assert find_contrastive_groups(vectors, null, chooser, ~chooser, np.random.default_rng(0)).n_groups == 0
+
+
+def test_a_behaviours_sentences_below_the_keep_bar_do_not_lift_its_threshold(tmp_path: Path) -> None:
+    """50 rating requests of the planted replies' grammar (a vocabulary the benchmark never draws) said by the
+    after checkpoint only, among 1,500 real sentences said by either. Some requests' neighbourhoods lean after
+    less than the keep bar (CONTRAST_Z) asks; counted against the group, they lifted its threshold until it
+    fired on 26 of the 50. Left out of the fit (LEAN_Z), the group fires on most of them and no more other text."""
+    spec = resolve_reader(str(MINILM), None, FeatureSettings())
+    embedder = SentenceEmbedder(spec, "cpu", tmp_path)
+    vocabulary, rng = Vocabulary(101), np.random.default_rng(101)
+    said = embedder.embed([vocabulary.sentence(FEEDBACK_REQUEST, rng) for _ in range(50)])
+    texts = sorted({t[a:b] for t in sample_texts(400) for a, b in split_sentences(t)})
+    vectors = np.concatenate([said, embedder.embed(texts)])
+    planted = np.arange(len(vectors)) < len(said)
+    halves = np.random.default_rng(2)
+    chooser = halves.permutation(len(vectors)) % 2 == 0
+    after = np.where(planted, 1.0, halves.integers(0, 2, len(vectors)))
+    model = find_contrastive_groups(vectors, after, chooser, ~chooser, np.random.default_rng(0))
+    fired = np.unique(model.fire(vectors)[0])
+    assert planted[fired].sum() >= 40 and (~planted[fired]).sum() <= 2
 
 
 def test_one_modest_behaviour_becomes_a_group() -> None:

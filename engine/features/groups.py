@@ -12,7 +12,9 @@ The pipeline's groups are contrastive (`find_contrastive_groups`, docs/concepts.
 3. Fire: each group keeps up to EXEMPLARS members nearest its centroid. A sentence's activation is its
    largest cosine similarity to the group's exemplars; it fires at the group's threshold, chosen on the
    clustered sample as the similarity that best separates members from the rest (F1), never below FLOOR,
-   each exemplar scored by the group's other exemplars (leave one out). The same rule scores every sentence
+   each exemplar scored by the group's other exemplars (leave one out). Rows that lean the group's way
+   (|z| >= LEAN_Z, its sign) but are in no group are not scored: they missed the keep bar, which says
+   nothing of whether they are the behaviour. The same rule scores every sentence
    of both splits, so a held-out segment is scored exactly as a discovery segment with the same text.
 `find_groups` (density alone, hdbscan over every sampled sentence, with optional merging through concept
 features, MERGE) is the first version, kept for `bench/groups.py`: it recovered no paraphrased behaviour.
@@ -45,6 +47,11 @@ MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this sh
 MAX_GROUP_SHARE = 0.2  # a "group" holding more than this share of the sample is no behaviour: dropped
 NEIGHBOURS = 15  # k of the nearest-neighbour view a sentence's contrast is read from
 CONTRAST_Z = 3.0  # binomial z of a neighbourhood's after-share against the base rate that keeps a candidate
+# A row whose neighbourhood leans a group's way this much (the z the hypotheses stage calls a lean) but that
+# joined no group is left out of fitting that group's threshold: counted against the group, the behaviour's
+# own sentences below the keep bar pulled the threshold up (planted replies seed 38: a group on 17 of 50
+# rating requests fired on 22 of them; 36 with them left out, precision 1.0 both ways).
+LEAN_Z = 2.0
 # eom over the kept sentences: leaf split each behaviour into one group per template, each firing narrowly
 # (held-out F1 of the best group 0.15-0.25 against 0.48-0.88 with eom on the seed-0 paraphrased suite)
 CONTRAST_SELECTION: Selection = "eom"
@@ -150,7 +157,11 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
-def _model(vectors: np.ndarray, members: list[np.ndarray], fixed: float | None) -> GroupModel:
+def _model(
+    vectors: np.ndarray, members: list[np.ndarray], fixed: float | None, unscored: list[np.ndarray] | None = None
+) -> GroupModel:
+    """Each group's EXEMPLARS members nearest its centroid, and its threshold: `fixed`, else the best F1 of its
+    members against the other rows, less the group's `unscored` rows where given."""
     chosen = []
     for rows in members:
         centre = _unit(vectors[rows].mean(0))
@@ -164,7 +175,10 @@ def _model(vectors: np.ndarray, members: list[np.ndarray], fixed: float | None) 
         thresholds = np.full(len(members), fixed, dtype=np.float32)
     else:
         sims = _leave_out(vectors, model)
-        thresholds = np.array([best_threshold(sims[:, g], rows) for g, rows in enumerate(members)], np.float32)
+        skip = unscored or [np.zeros(0, dtype=int)] * len(members)
+        thresholds = np.array(
+            [best_threshold(sims[:, g], rows, skip[g]) for g, rows in enumerate(members)], np.float32
+        )
     return GroupModel(model.exemplars, owner, thresholds, chosen, members)
 
 
@@ -179,10 +193,16 @@ def _leave_out(vectors: np.ndarray, model: GroupModel) -> np.ndarray:
     return sims
 
 
-def best_threshold(similarity: np.ndarray, members: np.ndarray) -> float:
-    """The similarity that best separates `members` from the other rows (F1), at least FLOOR."""
+def best_threshold(similarity: np.ndarray, members: np.ndarray, unscored: np.ndarray | None = None) -> float:
+    """The similarity that best separates `members` from the other rows (F1), at least FLOOR; `unscored` rows
+    (not members) count neither way."""
     is_member = np.zeros(len(similarity), dtype=bool)
     is_member[members] = True
+    scored = np.ones(len(similarity), dtype=bool)
+    if unscored is not None:
+        scored[unscored] = False
+    scored[members] = True
+    similarity, is_member = similarity[scored], is_member[scored]
     order = np.argsort(-similarity, kind="stable")
     hits = np.cumsum(is_member[order])
     fired = np.arange(1, len(order) + 1)
@@ -231,20 +251,26 @@ def find_contrastive_groups(
     and a behaviour of some 40 discovery sentences then fell below hdbscan's reach). Where the kept rows of a
     sign form no cluster of hdbscan's usual kind, they may be one behaviour (hdbscan never returns its root
     cluster unless allowed), so they are clustered again with a single cluster allowed. Kept rows left as
-    noise then join their nearest group (`_attached`)."""
+    noise then join their nearest group (`_attached`). A group's threshold is fitted without the rows that lean
+    its way (LEAN_Z) in no group."""
     z = np.zeros(len(vectors))
     for choose, keep in ((chooser, candidate), (candidate, chooser)):
         z[keep] = contrast_z(vectors, after_share, choose)[keep]
     members: list[np.ndarray] = []
+    signs: list[float] = []
     kept = 0
     for sign in (1.0, -1.0):
         rows = np.flatnonzero((chooser | candidate) & (sign * z >= CONTRAST_Z))
         kept += len(rows)
         if len(rows) >= 2 * MIN_CLUSTER:
             clusters = [rows[group] for group in _clusters(_project(vectors[rows], rng), selection)]
-            members += _attached(vectors, clusters, rows)
+            attached = _attached(vectors, clusters, rows)
+            members += attached
+            signs += [sign] * len(attached)
     log.info("contrastive groups: %d sentences kept, %d groups", kept, len(members))
-    return _model(vectors, members, None)
+    grouped = np.concatenate(members) if members else np.zeros(0, dtype=int)
+    unscored = [np.setdiff1d(np.flatnonzero((chooser | candidate) & (sign * z >= LEAN_Z)), grouped) for sign in signs]
+    return _model(vectors, members, None, unscored)
 
 
 def _attached(vectors: np.ndarray, clusters: list[np.ndarray], rows: np.ndarray) -> list[np.ndarray]:
