@@ -180,8 +180,8 @@ def test_contrastive_groups_find_what_one_checkpoint_says_and_nothing_in_a_null_
 
 
 def test_a_behaviours_sentences_below_the_keep_bar_do_not_lift_its_threshold(tmp_path: Path) -> None:
-    """50 rating requests of the planted replies' grammar (a vocabulary the benchmark never draws) said by the
-    after checkpoint only, among 1,500 real sentences said by either. Some requests' neighbourhoods lean after
+    """50 rating requests of the planted replies' grammar (vocabulary seed 101) said by the after checkpoint
+    only, among about 1,500 real sentences said by either. Some requests' neighbourhoods lean after
     less than the keep bar (CONTRAST_Z) asks; counted against the group, they lifted its threshold until it
     fired on 26 of the 50. Left out of the fit (LEAN_Z), the group fires on most of them and no more other text."""
     spec = resolve_reader(str(MINILM), None, FeatureSettings())
