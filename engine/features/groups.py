@@ -158,7 +158,7 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 
 def _model(
-    vectors: np.ndarray, members: list[np.ndarray], fixed: float | None, unscored: list[np.ndarray] | None = None
+    vectors: np.ndarray, members: list[np.ndarray], fixed: float | None, unscored: list[np.ndarray | None] | None = None
 ) -> GroupModel:
     """Each group's EXEMPLARS members nearest its centroid, and its threshold: `fixed`, else the best F1 of its
     members against the other rows, less the group's `unscored` rows where given."""
@@ -175,7 +175,7 @@ def _model(
         thresholds = np.full(len(members), fixed, dtype=np.float32)
     else:
         sims = _leave_out(vectors, model)
-        skip = unscored or [np.zeros(0, dtype=int)] * len(members)
+        skip = unscored or [None] * len(members)
         thresholds = np.array(
             [best_threshold(sims[:, g], rows, skip[g]) for g, rows in enumerate(members)], np.float32
         )
@@ -269,8 +269,8 @@ def find_contrastive_groups(
             signs += [sign] * len(attached)
     log.info("contrastive groups: %d sentences kept, %d groups", kept, len(members))
     grouped = np.concatenate(members) if members else np.zeros(0, dtype=int)
-    unscored = [np.setdiff1d(np.flatnonzero((chooser | candidate) & (sign * z >= LEAN_Z)), grouped) for sign in signs]
-    return _model(vectors, members, None, unscored)
+    leaning = {s: np.setdiff1d(np.flatnonzero((chooser | candidate) & (s * z >= LEAN_Z)), grouped) for s in set(signs)}
+    return _model(vectors, members, None, [leaning[s] for s in signs])
 
 
 def _attached(vectors: np.ndarray, clusters: list[np.ndarray], rows: np.ndarray) -> list[np.ndarray]:
