@@ -105,6 +105,34 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
     assert any(line.endswith("(may be turn length) longer turns") for line in text.splitlines())
 
 
+def test_a_finding_that_restates_another_says_so_in_list_json_and_show(
+    sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A validated finding whose positives are another's, with the same evidence, is listed right after it,
+    flagged; the JSON names the broader finding and `show` says so with its counts."""
+    with Store(sample_study_copy) as store:
+        broad, narrow = (r[0] for r in store.execute(
+            "SELECT hypothesis_id FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 2"
+        ).fetchall())  # fmt: skip
+        store.execute("UPDATE hypotheses SET direction = 'increase' WHERE hypothesis_id IN (?, ?)", [broad, narrow])
+        store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
+        store.execute(
+            "INSERT INTO hypothesis_labels SELECT ?, segment_id, label, evidence, weight FROM hypothesis_labels "
+            "WHERE hypothesis_id = ? AND label AND length(evidence) > 0",
+            [narrow, broad],
+        )
+        n = store.scalar("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
+    text = run(monkeypatch, "hypothesis", "list", str(sample_study_copy), width=400).splitlines()
+    ids = [int(line.split()[0]) for line in text]
+    assert ids.index(narrow) == ids.index(broad) + 1
+    assert [i for i, line in zip(ids, text, strict=True) if f"(same behaviour as {broad}?)" in line] == [narrow]
+    assert cli.main(["hypothesis", "list", str(sample_study_copy), "--json"]) == 0
+    listed = {h["hypothesis_id"]: h["same_evidence"] for h in json.loads(capsys.readouterr().out)}
+    assert listed[narrow] == {"hypothesis_id": broad, "shared": n, "positives": n}
+    shown = run(monkeypatch, "hypothesis", "show", str(sample_study_copy), str(narrow), width=400)
+    assert f"likely the same behaviour as finding {broad}: the same evidence in {n} of its {n} positives" in shown
+
+
 def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_request(
     study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

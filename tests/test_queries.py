@@ -168,6 +168,52 @@ def test_hypotheses_filters_examples_and_label_candidates(cur: duckdb.DuckDBPyCo
     ) - len(labelled_by_user)
 
 
+def test_a_finding_decided_by_a_broader_ones_evidence_is_listed_beneath_it(wcur: duckdb.DuckDBPyConnection) -> None:
+    """Evidence is the same when it lies in one sentence of the segment (two overlapping spans of it) or one
+    evidence string holds the other; other sentences of the same turns are not the same evidence."""
+    wcur.execute("DELETE FROM hypothesis_labels; DELETE FROM user_labels; DELETE FROM hypotheses")
+    rows = wcur.execute(
+        "SELECT segment_id, list(text ORDER BY sentence_index)[1:2] FROM sentences GROUP BY ALL "
+        "HAVING count(*) >= 2 AND min(length(text)) >= 20 ORDER BY segment_id"
+    ).fetchall()
+    turns = [(sid, first, second) for sid, (first, second) in rows if second not in first and first not in second]
+    assert len(turns) >= 13
+    half = [(len(first) // 2) for _, first, _ in turns]
+    start = [first[: h + 3] for (_, first, _), h in zip(turns, half, strict=False)]  # two spans of one sentence,
+    end = [first[h - 3 :] for (_, first, _), h in zip(turns, half, strict=False)]  # neither holding the other
+    assert not any(a in b or b in a for a, b in zip(start, end, strict=True))
+    first = [f for _, f, _ in turns]
+    second = [s for _, _, s in turns]
+    # name: direction, q, positives as (turn, evidence)
+    plan = {
+        "broad": ("increase", 0.01, [(i, start[i]) for i in range(10)]),
+        "narrow": ("increase", 0.001, [(i, end[i]) for i in range(4)] + [(10, first[10])]),  # 4 of 5: beneath
+        "same turns": ("increase", 0.002, [(i, second[i]) for i in range(4, 9)]),
+        "opposite": ("decrease", 0.003, [(i, first[i]) for i in range(5)]),
+        "three of five": ("increase", 0.004, [(i, first[i]) for i in (0, 1, 2, 11, 12)]),
+        "rejected": ("increase", 0.5, [(i, first[i]) for i in range(5)]),
+    }
+    ids = {}
+    for name, (direction, q, positives) in plan.items():
+        ids[name] = writes.add_user_hypothesis(wcur, name, direction, "verifier", {"regex": "x"})
+        status = "rejected" if name == "rejected" else "validated"
+        wcur.execute("UPDATE hypotheses SET status = ?, q_value = ? WHERE hypothesis_id = ?", [status, q, ids[name]])
+        wcur.executemany(
+            "INSERT INTO hypothesis_labels VALUES (?, ?, true, ?, 1.0)",
+            [[ids[name], turns[i][0], evidence] for i, evidence in positives],
+        )
+        wcur.execute(  # a negative label never counts
+            "INSERT INTO hypothesis_labels VALUES (?, ?, false, NULL, 1.0)", [ids[name], turns[-1][0]]
+        )
+    rows = queries.hypotheses(wcur)
+    same = {h.statement: h.same_evidence for h in rows}
+    assert same.pop("narrow") == queries.SharedEvidence(ids["broad"], shared=4, positives=5)
+    assert set(same.values()) == {None}  # another sentence of the same turns, the other direction, 3 of 5, rejected
+    order = [h.statement for h in rows]
+    assert order[:3] == ["broad", "narrow", "same turns"]  # the group where its first member (narrow) stands
+    assert queries.hypothesis(wcur, ids["narrow"]).same_evidence.hypothesis_id == ids["broad"]
+
+
 def test_rollouts_transcript_and_counterparts(cur: duckdb.DuckDBPyConnection) -> None:
     page = queries.rollout_page(cur, checkpoint="tighter", limit=5)
     assert page.total == scalar(cur, "SELECT count(*) FROM rollouts WHERE checkpoint = 'tighter'")

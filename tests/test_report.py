@@ -16,7 +16,7 @@ from engine.hypotheses.calibration import calibrate
 from engine.progress import NullProgress
 from engine.report import write_report
 from engine.report.content import excerpt
-from engine.store.queries import label_candidates
+from engine.store.queries import hypotheses, label_candidates
 
 HOSTILE = "<script>alert(1)</script> | `x` **bold**"
 APOLOGY = Planted("apology", "text", f"I sincerely apologize for the inconvenience. {HOSTILE}", 0.05, 0.45)
@@ -104,6 +104,26 @@ def test_provenance_names_a_findings_side_effects() -> None:
     assert "drafted on held-out, tested on discovery; from ngram:regarding" in text
     assert "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” 50%" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
+
+
+def test_a_finding_that_restates_another_is_listed_beneath_it(study, tmp_path: Path) -> None:
+    """A hypothesis whose positives the drafted finding's own evidence decided (its span holds the drafted
+    one's) is listed right after that finding in both formats, saying so with its counts."""
+    store, _ = study
+    [drafted] = hypotheses(store.cursor(), "validated")
+    span = r"apologize for the inconvenience\. <script>alert"
+    mine = lifecycle.add_hypothesis(store, "Apologises more", pattern=span)
+    lifecycle.test_hypothesis(store, mine)
+    text = write_report(store, tmp_path / "r.md").read_text()
+    assert "## Validated findings (2)" in text and "1 of them likely restates a broader finding" in text
+    assert text.index(f"### {drafted.hypothesis_id}. ") < text.index(f"### {mine}. Apologises more")
+    said = re.search(
+        rf"- Likely the same behaviour as finding {drafted.hypothesis_id}: the same evidence in (\d+) of its (\d+) ",
+        text,
+    )
+    assert said and int(said[1]) >= 0.8 * int(said[2]) > 0
+    page = write_report(store, tmp_path / "r.html").read_text()
+    assert f"Likely the same behaviour as finding {drafted.hypothesis_id}: the same evidence in {said[1]} of" in page
 
 
 def test_a_report_with_heldout_examples_logs_the_view(study, tmp_path: Path) -> None:

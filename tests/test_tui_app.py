@@ -590,3 +590,35 @@ async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_deta
         await settle(pilot)
         shown = str(screen.query_one("#hyp-text", Static).render())
         assert "at equal turn length +1.0 pts (CI -2.0 to +4.0), p=0.4; turns without it 80 -> 120 words" in shown
+
+
+async def test_a_finding_that_restates_another_is_marked_beneath_it(store_path: Path) -> None:
+    """A validated finding whose positives are half of another's, with the same evidence, is listed right after
+    it with the restating mark, in the overview's findings too, and its detail says which finding it restates."""
+    with duckdb.connect(str(store_path)) as con:
+        broad, narrow = (r[0] for r in con.execute(
+            "SELECT hypothesis_id FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 2"
+        ).fetchall())  # fmt: skip
+        con.execute("UPDATE hypotheses SET direction = 'increase' WHERE hypothesis_id IN (?, ?)", [broad, narrow])
+        con.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
+        con.execute(
+            "INSERT INTO hypothesis_labels SELECT ?, segment_id, label, evidence, weight FROM hypothesis_labels "
+            "WHERE hypothesis_id = ? AND label AND length(evidence) > 0 AND segment_id % 2 = 0",
+            [narrow, broad],
+        )
+        assert con.execute("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow]).fetchone()[0]
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        findings = app.screen.query_one("#findings", RowTable)
+        keys = list(findings.row_keys)
+        assert keys.index(str(narrow)) == keys.index(str(broad)) + 1
+        screen = await open_hypotheses(app, pilot)
+        order = [h.hypothesis_id for h in screen.rows]
+        assert order.index(narrow) == order.index(broad) + 1
+        marked = [h.hypothesis_id for h in screen.rows if screen._cells(h)[3].plain.startswith("↳ ")]
+        assert marked == [narrow]
+        app.jump("hypothesis", narrow)
+        await settle(pilot)
+        shown = str(screen.query_one("#hyp-text", Static).render())
+        assert f"likely the same behaviour as finding {broad}: the same evidence in " in shown

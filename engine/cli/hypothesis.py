@@ -26,6 +26,8 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
     for h in rows:  # one line each, cut at the terminal's width
         q = "–" if h.q_value is None else f"{h.q_value:.3g}"
         flag = "(may be turn length) " if length_caution(h.provenance) else ""
+        if h.same_evidence:  # listed beneath the finding it likely restates (queries.shared_evidence)
+            flag += f"(same behaviour as {h.same_evidence.hypothesis_id}?) "
         line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {flag}{' '.join(clean(h.statement).split())}"
         output.out.print(Text(line, no_wrap=True, overflow="ellipsis"))
     return 0
@@ -121,6 +123,8 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
     output.out.print(Text(f"{h.status} (q {q}), expected {h.direction}, {h.labeler} ({h.origin})"))
     if h.reason:
         output.out.print(Text(clean(h.reason)))
+    if h.same_evidence:
+        output.out.print(Text(h.same_evidence.phrase()))
     output.out.print(Text("provenance: " + line(provenance_text(h), 600), style="dim"))
     for wording in other_fold_wordings(h):
         output.out.print(Text("also drafted on the other fold as: " + line(wording, 300), style="dim"))

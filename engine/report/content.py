@@ -42,6 +42,17 @@ class ReportContent:
     exploratory: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def restating_note(self) -> str | None:
+        """A sentence under the validated findings' title when some likely restate another one."""
+        n = sum(h.same_evidence is not None for h in self.validated)
+        if not n:
+            return None
+        return (
+            f"{n} of them likely {'restates' if n == 1 else 'restate'} a broader finding (the same evidence "
+            f"decided most of {'its' if n == 1 else 'their'} positives), listed beneath it"
+        )
+
+    @property
     def shows_heldout(self) -> bool:
         """Whether the report shows held-out evidence (examples of findings, the whole-study ranking)."""
         return any(self.examples.values()) or bool(self.exploratory)

@@ -70,6 +70,8 @@ def render_html(content: ReportContent) -> str:
     parts.append(f"<h2>Validated findings ({len(content.validated)})</h2>")
     if not content.validated:
         parts.append("<p>No hypothesis was validated on the held-out split.</p>")
+    if content.restating_note:
+        parts.append(f"<p class='muted'>{h(content.restating_note)}.</p>")
     for f in content.validated:
         parts.append(
             f"<div class='finding'><h3>{f.hypothesis_id}. {h(f.statement)}</h3>"
@@ -79,6 +81,7 @@ def render_html(content: ReportContent) -> str:
             f"{f.n_labeled or 0} segments labelled."
             + (f" Association with reward: {f.reward_assoc:+.2f}." if f.reward_assoc is not None else "")
             + "</p>"
+            + (f"<p>{h(f.same_evidence.phrase().capitalize())}</p>" if f.same_evidence else "")
             + (f"<p><b>Caution</b>: {h(caution)}</p>" if (caution := caution_line(f.provenance, f.direction)) else "")
             + f"<p class='muted'>{h(provenance_text(f))}</p>"
         )

@@ -40,6 +40,8 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
     ]
     if h.reward_assoc is not None:
         lines.append(f"- Association with reward within checkpoint and task: {h.reward_assoc:+.2f}")
+    if h.same_evidence:
+        lines.append(f"- {h.same_evidence.phrase().capitalize()}")
     caution = caution_line(h.provenance, h.direction)
     if caution:
         lines.append(f"- **Caution**: {md(caution, 300)}")
@@ -104,6 +106,8 @@ def render_markdown(content: ReportContent) -> str:
     ]
     if not content.validated:
         out += ["No hypothesis was validated on the held-out split.", ""]
+    if content.restating_note:
+        out += [f"{content.restating_note}.", ""]
     for h in content.validated:
         out += _finding(h, content)
     out += _exploratory(content)

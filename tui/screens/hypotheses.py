@@ -22,6 +22,7 @@ from tui.numbers import interval, pct, pp, pvalue, signed
 from tui.screens.base import RldiffScreen
 from tui.screens.hypothesis_forms import HypothesisForm, LabelScreen, NoteScreen
 from tui.widgets.row_table import RowTable
+from tui.widgets.statement import statement_cell
 
 if TYPE_CHECKING:
     from engine.store.queries import HypothesisExample, HypothesisRow
@@ -105,7 +106,7 @@ class HypothesesScreen(RldiffScreen):
             Text(str(h.hypothesis_id)),
             Text(STATUS_MARK.get(h.status, " ") + (LENGTH_MARK if length_caution(h.provenance) else ""), style="bold"),
             Text(DECISION_MARK.get(h.decision or "", ""), style="bold"),
-            one_line(h.statement, self._statement_width),
+            statement_cell(h, self._statement_width),
             Text(pp(h.delta), style=palette.more if (h.delta or 0) > 0 else palette.less, justify="right"),
             Text(pvalue(h.q_value), justify="right"),
         ]
@@ -226,6 +227,8 @@ class HypothesesScreen(RldiffScreen):
         if h.reason:
             text.append("\nwhy: ", style="dim")
             text.append_text(safe(h.reason))
+        if h.same_evidence:
+            text.append("\n" + h.same_evidence.phrase())
         text.append("\ndecision: ", style="dim")
         text.append(h.decision or "none (a accept · r reject)", style="bold" if h.decision else "italic")
         if h.note:

@@ -17,6 +17,7 @@ from tui.messages import ExploratoryLoaded, OverviewLoaded
 from tui.numbers import pct, pp, pvalue
 from tui.screens.base import RldiffScreen
 from tui.widgets.row_table import RowTable
+from tui.widgets.statement import statement_cell
 from tui.widgets.text_table import text_table
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class OverviewScreen(RldiffScreen):
         for h in findings:
             table.add_row(
                 Text(str(h.hypothesis_id)),
-                one_line(h.statement, statement_width),
+                statement_cell(h, statement_width),
                 Text(pp(h.delta), style=self.palette.more if (h.delta or 0) > 0 else self.palette.less),
                 Text(pvalue(h.q_value)),
                 Text(h.decision or ""),

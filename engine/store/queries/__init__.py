@@ -29,10 +29,12 @@ from engine.store.queries.hypotheses import (
     HypothesisExample,
     HypothesisRow,
     LabelCandidate,
+    SharedEvidence,
     hypotheses,
     hypothesis,
     hypothesis_examples,
     label_candidates,
+    shared_evidence,
     top_findings,
 )
 from engine.store.queries.overview import (
@@ -86,6 +88,7 @@ __all__ = [
     "SearchHit",
     "SegmentActivation",
     "SegmentRow",
+    "SharedEvidence",
     "SentenceFeature",
     "StageStatus",
     "StudySummary",
@@ -117,6 +120,7 @@ __all__ = [
     "segment_activations",
     "segment_location",
     "sentence_features",
+    "shared_evidence",
     "stage_statuses",
     "study_summary",
     "top_findings",

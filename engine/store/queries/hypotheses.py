@@ -1,4 +1,5 @@
-"""Hypotheses, their held-out examples, and segments to hand-label."""
+"""Hypotheses, their held-out examples, validated findings that share their evidence, and segments to
+hand-label."""
 
 from __future__ import annotations
 
@@ -7,6 +8,28 @@ from typing import Any
 
 from engine.kinds import UNDECIDED, DecisionFilter, Status
 from engine.store.queries.base import SEGMENT_REF_COLUMNS, Connection, SegmentRef, fetch_dicts, json_value, segment_ref
+
+# A validated finding is listed with a broader one when at least this share of its positive labels have the same
+# evidence as the broader one's on the same segments: the same sentences (or spans) decided both, so the two
+# likely describe one behaviour. Overlapping segments alone are not enough: a long turn holds several behaviours
+# (on the tau2 sample, 161 of 191 "thank you for" turns are also "let me confirm the details" turns, with the
+# same evidence in 25).
+SAME_EVIDENCE_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class SharedEvidence:
+    """Most of a validated finding's positives decided by the same evidence as a broader validated finding's."""
+
+    hypothesis_id: int  # the broader finding
+    shared: int  # positives of this finding with the same evidence as the broader one's on that segment
+    positives: int  # positives of this finding
+
+    def phrase(self) -> str:
+        return (
+            f"likely the same behaviour as finding {self.hypothesis_id}: the same evidence in {self.shared} of "
+            f"its {self.positives} positives"
+        )
 
 
 @dataclass(frozen=True)
@@ -33,6 +56,7 @@ class HypothesisRow:
     note: str | None
     n_user_labels: int = 0
     provenance: dict[str, Any] = field(default_factory=dict)
+    same_evidence: SharedEvidence | None = None  # validated, and likely the same behaviour as a broader finding
 
 
 _HYPOTHESIS_ORDER = (
@@ -42,7 +66,7 @@ _HYPOTHESIS_ORDER = (
 
 
 def _hypothesis_rows(con: Connection, where: str, params: list[Any], limit: int | None = None) -> list[HypothesisRow]:
-    names = [f for f in HypothesisRow.__dataclass_fields__ if f != "n_user_labels"]
+    names = [f for f in HypothesisRow.__dataclass_fields__ if f not in ("n_user_labels", "same_evidence")]
     sql = (
         f"SELECT {', '.join('h.' + n for n in names)}, "
         "(SELECT count(*) FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id) AS n_user_labels "
@@ -50,12 +74,64 @@ def _hypothesis_rows(con: Connection, where: str, params: list[Any], limit: int 
     )
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
+    shared = shared_evidence(con)
     out = []
     for r in fetch_dicts(con, sql, params):
         r["spec"] = json_value(r["spec"])
         r["provenance"] = json_value(r["provenance"]) or {}
-        out.append(HypothesisRow(**r))
+        out.append(HypothesisRow(**r, same_evidence=shared.get(r["hypothesis_id"])))
+    return _grouped(out)
+
+
+def shared_evidence(con: Connection) -> dict[int, SharedEvidence]:
+    """Validated findings whose positives mostly have the same evidence as a broader validated finding's, in the
+    same direction (SAME_EVIDENCE_SHARE). Two positive labels of a segment have the same evidence when their
+    evidence (a matched sentence, a regex span, a tool name, a judge's quote) lies in one sentence of it (the
+    first occurrence of each evidence string, against the stored sentences), or one evidence string holds the
+    other (tool calls have no sentences; a judge may not quote exactly). Findings are taken broadest first (most
+    positives), each against the broader ones not themselves listed with another, so a group has one broadest
+    finding. Discovery keeps such drafts apart when the narrower one changes more within the broader one's
+    segments (docs/hypotheses.md); both are tested, and this says they read as one behaviour."""
+    positives = (
+        "SELECT l.hypothesis_id, h.direction, l.segment_id, l.evidence FROM hypothesis_labels l "
+        "JOIN hypotheses h USING (hypothesis_id) WHERE l.label AND h.status = 'validated'"
+    )
+    counts = {
+        r["hypothesis_id"]: r["n"]
+        for r in fetch_dicts(con, f"SELECT hypothesis_id, count(*) AS n FROM ({positives}) GROUP BY ALL")
+    }
+    pairs = fetch_dicts(
+        con,
+        f"WITH p AS ({positives}), "
+        "twice AS (SELECT segment_id FROM p GROUP BY ALL HAVING count(*) > 1), "
+        "found AS (SELECT p.*, strpos(s.text, p.evidence) - 1 AS start FROM p JOIN twice USING (segment_id) "
+        "JOIN segments s USING (segment_id) WHERE length(p.evidence) > 0), "
+        "located AS (SELECT f.*, t.sentence_id FROM found f LEFT JOIN sentences t ON t.segment_id = f.segment_id "
+        "AND f.start >= 0 AND t.char_start < f.start + length(f.evidence) AND t.char_end > f.start) "
+        "SELECT a.hypothesis_id AS narrow, b.hypothesis_id AS broad, count(DISTINCT a.segment_id) AS n "
+        "FROM located a JOIN located b ON a.segment_id = b.segment_id AND a.direction = b.direction "
+        "AND a.hypothesis_id <> b.hypothesis_id WHERE a.sentence_id = b.sentence_id "
+        "OR contains(a.evidence, b.evidence) OR contains(b.evidence, a.evidence) GROUP BY ALL",
+    )
+    same = {(r["narrow"], r["broad"]): r["n"] for r in pairs}
+    broadest: list[int] = []
+    out: dict[int, SharedEvidence] = {}
+    for h in sorted(counts, key=lambda h: (-counts[h], h)):
+        n, broad = max(((same.get((h, b), 0), b) for b in broadest), default=(0, -1))
+        if n >= SAME_EVIDENCE_SHARE * counts[h]:
+            out[h] = SharedEvidence(broad, n, counts[h])
+        else:
+            broadest.append(h)
     return out
+
+
+def _grouped(rows: list[HypothesisRow]) -> list[HypothesisRow]:
+    """The rows in their order, but each group of findings sharing evidence together where its first member
+    stands: the broadest first, then those that likely restate it."""
+    groups: dict[int, list[HypothesisRow]] = {}
+    for h in rows:
+        groups.setdefault(h.same_evidence.hypothesis_id if h.same_evidence else h.hypothesis_id, []).append(h)
+    return [h for group in groups.values() for h in sorted(group, key=lambda h: h.same_evidence is not None)]
 
 
 def hypotheses(
