@@ -147,6 +147,33 @@ def test_a_new_tool_beside_other_calls_is_drafted_as_the_tool_not_as_several_cal
     assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "message:several_tool_calls"}]}
 
 
+def test_a_new_tool_drafted_apart_from_several_calls_takes_its_place_in_the_merge() -> None:
+    """The same two facts drafted from two sources (the tool's rollout row, the message shape's own feature:
+    paraphrased seed 83): the tool's calls lie inside "one of several tool calls" with no change of their own
+    there, but they carry its change, so the tool is the finding and the message shape a fact of its
+    messages. When calls are also batched without the new tool, the message shape keeps its change and the
+    tool is its narrower wording."""
+    new_tool = lambda after, i: "check_policy" if after and i < 15 else None  # noqa: E731
+    batched = lambda after, i: new_tool(after, i) or ("update_order" if after and i >= 45 else None)  # noqa: E731
+    tool, several = (
+        {"tool_name": "check_policy"},
+        {"all": [{"kind": "tool_call"}, {"structural": "message:several_tool_calls"}]},
+    )
+    for second, spec in ((new_tool, tool), (batched, several)):
+        discovery = DiscoverySplit(added_calls_population(second))
+        drafts = [
+            extractive_draft(source("tool_call", (name,), ("structural",)), set(), discovery)
+            for name in ("message:several_tool_calls", "tool:check_policy")
+        ]
+        assert all(d is not None for d in drafts)
+        [kept] = merge_near_duplicates(drafts, discovery)
+        assert kept.spec == spec
+        [merged] = kept.provenance["merged"]
+        assert merged["relation"] == (
+            "true of the messages holding this finding's segments" if second is new_tool else "narrower wording"
+        )
+
+
 def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() -> None:
     """A phrase that carries one wording of a paraphrased behaviour is drafted either as its sentences (then the
     statement quotes one with the source's phrase) or as the phrase, never as something else."""

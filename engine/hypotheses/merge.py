@@ -31,6 +31,7 @@ from engine.hypotheses.statements import concept_statement
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
+CARRIED = "true of the messages holding this finding's segments"
 
 
 def _words(text: str) -> set[str]:
@@ -45,6 +46,11 @@ def _same_statement(a: Draft, b: Draft) -> bool:
 
 def _names_a_behaviour(draft: Draft) -> bool:
     return "similar_to" in json.dumps(draft.spec)
+
+
+def _structural(draft: Draft) -> bool:
+    """Whether a structural feature labels for the draft: a fact about its segment or their message."""
+    return '"structural"' in json.dumps(draft.spec)
 
 
 def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
@@ -93,6 +99,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
                 and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
             ):
                 kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+            elif _structural(main) and len(draft.hits) < len(main.hits) and discovery.carried_by(main, draft):
+                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, CARRIED), *main.provenance["merged"]])
             elif similar_nodes(draft.spec) and similar_nodes(main.spec):
                 kept[kept.index(main)] = _joined(main, draft, discovery, "narrower wording")
             else:
