@@ -13,6 +13,7 @@ from rich.console import Console
 from engine import cli
 from engine.console import elide_middle
 from engine.store import Store
+from tests.restated import restate_a_finding
 
 LONG = "asks the customer to confirm the reservation number before changing any flight in the booking"
 
@@ -108,20 +109,9 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
 def test_a_finding_that_restates_another_says_so_in_list_json_and_show(
     sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A validated finding whose positives are another's, with the same evidence, is listed right after it,
+    """A validated finding whose positives are half of another's, with the same evidence, is listed right after it,
     flagged; the JSON names the broader finding and `show` says so with its counts."""
-    with Store(sample_study_copy) as store:
-        broad, narrow = (r[0] for r in store.execute(
-            "SELECT hypothesis_id FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 2"
-        ).fetchall())  # fmt: skip
-        store.execute("UPDATE hypotheses SET direction = 'increase' WHERE hypothesis_id IN (?, ?)", [broad, narrow])
-        store.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
-        store.execute(
-            "INSERT INTO hypothesis_labels SELECT ?, segment_id, label, evidence, weight FROM hypothesis_labels "
-            "WHERE hypothesis_id = ? AND label AND length(evidence) > 0",
-            [narrow, broad],
-        )
-        n = store.scalar("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
+    broad, narrow, n = restate_a_finding(sample_study_copy)
     text = run(monkeypatch, "hypothesis", "list", str(sample_study_copy), width=400).splitlines()
     ids = [int(line.split()[0]) for line in text]
     assert ids.index(narrow) == ids.index(broad) + 1

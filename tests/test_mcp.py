@@ -21,6 +21,7 @@ from engine.mcp.results import clip, to_json
 from engine.mcp_server import build_server
 from engine.store import Store
 from tests.hostile import HOSTILE, plant_hostile
+from tests.restated import restate_a_finding
 from tests.sample_study import AFTER, BEFORE
 
 READ_TOOLS = {
@@ -234,6 +235,17 @@ async def test_clusters_and_their_members(study: Path) -> None:
     members = {r[0] for r in sql(study, "SELECT feature_id FROM cluster_members WHERE cluster_id = 1")}
     assert members and {m["feature_id"] for m in cluster["members"]} == members
     assert "no cluster with id 10000" in missing
+
+
+async def test_a_finding_that_restates_another_names_it_and_follows_it(study: Path) -> None:
+    broad, narrow, positives = restate_a_finding(study)
+    async with Client(build_server(study)) as client:
+        listed = await call(client, "list_hypotheses", status="validated")
+        detail = await call(client, "get_hypothesis", hypothesis_id=narrow)
+    order = [h["hypothesis_id"] for h in listed["rows"]]
+    assert order.index(narrow) == order.index(broad) + 1
+    said = {"hypothesis_id": broad, "shared": positives, "positives": positives}
+    assert [h["same_evidence"] for h in listed["rows"] if h["same_evidence"]] == [said] == [detail["same_evidence"]]
 
 
 async def test_read_rollout_returns_the_transcript_with_segment_ids(study: Path) -> None:

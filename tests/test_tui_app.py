@@ -28,6 +28,7 @@ from engine.kinds import DISCOVERY, HELDOUT
 from engine.store.queries import DeltaRow
 from tests.factories_tui import settle
 from tests.hostile import plant_hostile
+from tests.restated import restate_a_finding
 from tui.app import RldiffApp
 from tui.messages import ClusterMembersLoaded, ClustersLoaded, DeltaPageLoaded, OverviewLoaded
 from tui.screens import deltas as deltas_screen
@@ -595,18 +596,7 @@ async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_deta
 async def test_a_finding_that_restates_another_is_marked_beneath_it(store_path: Path) -> None:
     """A validated finding whose positives are half of another's, with the same evidence, is listed right after
     it with the restating mark, in the overview's findings too, and its detail says which finding it restates."""
-    with duckdb.connect(str(store_path)) as con:
-        broad, narrow = (r[0] for r in con.execute(
-            "SELECT hypothesis_id FROM hypotheses WHERE status = 'validated' ORDER BY hypothesis_id LIMIT 2"
-        ).fetchall())  # fmt: skip
-        con.execute("UPDATE hypotheses SET direction = 'increase' WHERE hypothesis_id IN (?, ?)", [broad, narrow])
-        con.execute("DELETE FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow])
-        con.execute(
-            "INSERT INTO hypothesis_labels SELECT ?, segment_id, label, evidence, weight FROM hypothesis_labels "
-            "WHERE hypothesis_id = ? AND label AND length(evidence) > 0 AND segment_id % 2 = 0",
-            [narrow, broad],
-        )
-        assert con.execute("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [narrow]).fetchone()[0]
+    broad, narrow, _ = restate_a_finding(store_path)
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
