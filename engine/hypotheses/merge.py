@@ -53,6 +53,14 @@ def _structural(draft: Draft) -> bool:
     return '"structural"' in json.dumps(draft.spec)
 
 
+def _preference(draft: Draft) -> int:
+    """Of drafts labelling as many segments, which comes first: one naming a behaviour worded many ways, then
+    a fact (a structural feature, a tool's name), then a phrase or latent, which only quotes words."""
+    if _names_a_behaviour(draft):
+        return 0
+    return 1 if _structural(draft) or "tool_name" in json.dumps(draft.spec) else 2
+
+
 def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
     return {
         "statement": draft.statement,
@@ -81,7 +89,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
 
     Then `_without_side_effects` drops the kept drafts whose change the others explain."""
     kept: list[Draft] = []
-    for draft in sorted(drafts, key=lambda d: (-len(d.hits), not _names_a_behaviour(d), -d.score)):
+    for draft in sorted(drafts, key=lambda d: (-len(d.hits), _preference(d), -d.score)):
         peers = [k for k in kept if k.direction == draft.direction]
         twin = next(
             (k for k in peers if (k.labeler == draft.labeler and k.spec == draft.spec)
