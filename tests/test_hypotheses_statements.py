@@ -15,7 +15,7 @@ import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
-from engine.hypotheses.merge import _same_quote, drop_repeats, merge_near_duplicates
+from engine.hypotheses.merge import _quoting_the_most, _same_quote, drop_repeats, merge_near_duplicates
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -600,6 +600,34 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     )
     assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
     assert refund.statement in [d.statement for d in kept]
+
+
+def test_a_joined_labeler_quotes_what_most_of_its_positives_are_like() -> None:
+    """Joined wordings can leave the kept draft's quote a minority of what its labeler counts (paraphrased seed
+    89: a re-checking sentence quoted, out-of-scope sentences counted); the quote becomes the exemplar closest
+    on average to the positives' evidence in the checkpoint the draft has more of, the rest unchanged."""
+    grader, ledger = "The grader checks my answer", "I skip the refund ledger"
+
+    def reasoning(after: bool, i: int) -> str:
+        said = grader if i % 4 == 0 else ledger
+        return f"{THINK(after, i)} {said}." if after else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    nodes = [
+        {"exemplars": [f"{grader}."], "min_similarity": 0.75},
+        {"exemplars": [f"{ledger}."], "min_similarity": 0.75},
+    ]
+    spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    draft = Draft(f'More reasoning turns like "{grader}." (...)', "increase", "verifier", spec, "extractive", z, delta,
+                  {"feature_ids": [1], "words": ["grader"], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
+                  ("reasoning",))  # fmt: skip
+    quoted = _quoting_the_most(draft, discovery)
+    assert [n["similar_to"]["exemplars"] for n in quoted.spec["all"][1]["any"]] == [[f"{ledger}."], [f"{grader}."]]
+    assert quoted.statement.startswith(f'More reasoning turns like "{ledger}."') and quoted.hits == draft.hits
+    assert _quoting_the_most(replace(draft, spec={"all": [spec["all"][0], {"any": spec["all"][1]["any"][::-1]}]}),
+                             discovery).statement == draft.statement  # fmt: skip
 
 
 def test_a_behaviour_drafted_on_both_folds_is_tested_once() -> None:
