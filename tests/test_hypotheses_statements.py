@@ -175,20 +175,16 @@ def test_a_new_tool_drafted_apart_from_several_calls_takes_its_place_in_the_merg
         )
 
 
-def test_a_tool_in_a_cluster_of_every_kind_is_a_rate_among_tool_calls_and_beats_its_phrase() -> None:
-    """A cluster tested over every kind (the tool's rollout-level row with latents of text and reasoning) drafts
-    the tool as a rate among the calls it fires on, not among all segments (paraphrased seed 83: "0% -> 6% of
-    segments", now "0% -> 19% of tool calls"); and a phrase draft labelling the same segments (the tool's name
-    in their text) gives way to the fact, however much higher its score."""
+def test_a_fact_labelling_the_same_segments_as_a_phrase_takes_its_place() -> None:
+    """A phrase draft labelling the same segments as a fact (the tool's name in the text of its calls) gives way
+    to the fact, however much higher its score (replay, paraphrased seed 0: the phrase "check_policy_section"
+    had taken the new tool's place)."""
     calls = lambda after, i: ["tool:check_policy"] if after and i < 20 else []  # noqa: E731
     discovery = DiscoverySplit(population(PLAIN, THINK, calls), splitter=split_on_periods)
-    names = ("tool:check_policy", "sae:3")
-    cluster = DraftSource(("text", "reasoning", "tool_call"), (1, 2), names, names, 0.3, 0.001, 0.1, 0.4,
-                          origins=("structural", "sae"))  # fmt: skip
-    fact = extractive_draft(cluster, set(), discovery)
-    assert fact is not None and fact.kinds == ("tool_call",)
-    assert fact.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool:check_policy"}]}
-    assert re.search(r"Calls tool check_policy: 0% -> \d+% of tool calls", fact.statement)
+    fact = extractive_draft(
+        source("tool_call", ("tool:check_policy", "sae:3"), ("structural", "sae")), set(), discovery
+    )
+    assert fact is not None and fact.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool:check_policy"}]}
     phrase = replace(fact, statement='More segments containing "check_policy"', spec={"regex": "check_policy"},
                      score=fact.score + 5)  # fmt: skip
     [kept] = merge_near_duplicates([phrase, fact], discovery)

@@ -122,16 +122,6 @@ def _finish(
     )
 
 
-def _firing_kinds(name: str, kinds: tuple[str, ...], discovery: DiscoverySplit) -> tuple[str, ...]:
-    """The source's kinds on which a structural feature fires on discovery (all of them when it fires on none):
-    a tool feature of a cluster tested over every kind is a rate among tool calls, not among all segments."""
-    _, segs = discovery.index(kinds)
-    if "structural" not in segs.columns:
-        return kinds
-    fired = set(segs.filter(pl.col("structural").list.contains(name))["kind"].to_list())
-    return tuple(k for k in kinds if k in fired) or kinds
-
-
 def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft | None:
     """One of the source's structural features as the labeler, the one that best separates the discovery
     checkpoints; the statement is its rates. A cluster groups features that fire together, but each is a
@@ -150,8 +140,8 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
         _finish(
             source,
             discovery,
-            {"all": [_kind_node(kinds := _firing_kinds(name, source.kinds, discovery)), {"structural": name}]},
-            kinds,
+            {"all": [_kind_node(source.kinds), {"structural": name}]},
+            source.kinds,
             statement(name),
             {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
         )
