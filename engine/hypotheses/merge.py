@@ -72,14 +72,16 @@ def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
 
 def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
-    discovery positives), each against the drafts already kept in the same direction:
+    discovery positives; of as many, by `_preference`), each against the drafts already kept in the same
+    direction:
 
     - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
     - at least half of its positives inside kept drafts it co-occurs with (`DiscoverySplit.co_occurs`), and no change
       of its own among their segments: a narrower wording of their behaviour, merged into the one it overlaps
       most (an exemplar draft takes the place of a phrase or feature draft labelling nearly the same segments,
-      as it names a behaviour worded many ways); never of an exemplar draft that holds it beside another
-      behaviour (`_holds_another`);
+      as it names a behaviour worded many ways, and a narrower draft that carries a structural draft's change
+      takes its place, `DiscoverySplit.carried_by`: a new tool, not "one of several tool calls"); never of an
+      exemplar draft that holds it beside another behaviour (`_holds_another`);
     - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
       (`_another_wording`), or quoting the sentence the kept one quotes (`_same_quote`: each labeler matches
       the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`), unless the
@@ -87,7 +89,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
-    Then `_without_side_effects` drops the kept drafts whose change the others explain."""
+    Then the drafts whose labelers took in other wordings quote what most of their positives are like
+    (`_quoting_the_most`), and `_without_side_effects` drops the kept drafts whose change the others explain."""
     kept: list[Draft] = []
     for draft in sorted(drafts, key=lambda d: (-len(d.hits), _preference(d), -d.score)):
         peers = [k for k in kept if k.direction == draft.direction]
@@ -301,9 +304,9 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
 
 
 def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
-    """A draft whose labeler took in other wordings (`_joined`), quoting the exemplar that most of its discovery
-    positives in the checkpoint it has more of are nearest to (by their evidence sentence; on a tie its own
-    quote), that exemplar now first. A statement quotes the first exemplar, and joined wordings can leave the
+    """A draft whose labeler took in other wordings (`_joined`), quoting the exemplar closest on average to its
+    discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), that
+    exemplar now first. A statement quotes the first exemplar, and joined wordings can leave the
     kept draft's medoid a minority of what the labeler counts (paraphrased seed 89: a labeler fitted to the
     word "time" quoted a re-checking sentence after out-of-scope drafts were joined into it; 77% of its
     held-out positives were out-of-scope sentences, 5% nearest the quote). Done once every merge is decided,
