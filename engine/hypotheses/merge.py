@@ -316,10 +316,10 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     more = index.is_after if draft.direction == "increase" else ~index.is_after
     views = discovery.population.views(segs[np.flatnonzero(hits & more)])
     evidence = [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
-    nodes = similar_nodes(draft.spec)
-    places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     if not evidence:
         return draft
+    nodes = similar_nodes(draft.spec)
+    places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     embed = discovery.population.embedder.embed
     closeness = (embed(evidence) @ embed([nodes[n]["exemplars"][i] for n, i in places]).T).mean(axis=0)
     n, i = places[int(closeness.argmax())]
