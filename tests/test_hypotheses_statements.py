@@ -549,6 +549,25 @@ def test_a_broad_change_that_a_narrow_finding_inside_it_explains_is_its_side_eff
     ]
 
 
+def test_a_narrow_cause_the_others_explain_only_together_keeps_its_effect_as_side_effect() -> None:
+    """Every probe call fails, and errors rise only with the probes (they explain the error draft's change),
+    but the probes also rise among the errors: only the union of the errors and a third finding's segments
+    (many after-checkpoint calls) explains the probe draft. Tried first, as the narrowest, the probes are the
+    cause that stays; the errors go as its side effect, taking with them the retries that follow them."""
+    discovery = DiscoverySplit(two_calls_population())
+    probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 10))
+    errors = call_draft("Error results", 4.0, calls(1, lambda i: i < 16) | calls(1, lambda i: i < 4, False))
+    retry = call_draft("Retry after error", 3.0, calls(2, lambda i: 10 <= i < 16))
+    other = call_draft("Several calls", 3.0, calls(2, lambda i: i >= 20) | calls(2, lambda i: i >= 50, False))
+    assert discovery.z_among(probe, errors.hits, True) >= 2.0  # a change of its own among the errors alone
+    assert discovery.explained(probe, errors.hits | other.hits) and discovery.explained(errors, probe.hits)
+    kept = merge_near_duplicates([probe, errors, retry, other], discovery)
+    assert [d.statement for d in kept] == [other.statement, probe.statement]
+    assert [e["statement"] for e in kept[1].provenance["side_effects"]] == [errors.statement, retry.statement]
+    assert "lies inside it" in kept[1].provenance["side_effects"][0]["relation"]
+    assert kept[0].provenance["side_effects"] == []
+
+
 # by i % 8: one wording, the other in its exemplar's form (which the first's labeler also matches) and longer
 # (which it does not), and something else
 WORDINGS = {1: "The grader checks my answer", 3: "The grader checks my reply", 0: "The user wants a refund"}

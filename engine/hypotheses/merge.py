@@ -32,6 +32,8 @@ from engine.hypotheses.statements import concept_statement
 MIN_EXEMPLARS_MATCHED = 0.5
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 CARRIED = "true of the messages holding this finding's segments"
+EXPLAINED = "change explained by this finding"
+INSIDE = ", which lies inside it"
 
 
 def _words(text: str) -> set[str]:
@@ -342,18 +344,25 @@ def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
     return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
 
 
+def _cause_of(draft: Draft, effect: Draft, discovery: DiscoverySplit) -> bool:
+    """Whether the draft, lying mostly inside `effect`, explains `effect`'s change: of two drafts that explain
+    each other, the narrow one inside is the cause (every probe call fails, so errors rise), not an effect."""
+    return mostly_inside(len(draft.hits & effect.hits), len(draft.hits)) and discovery.explained(effect, draft.hits)
+
+
 def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     """Drop the drafts whose change the other kept drafts explain, in either direction, each recorded as a
     side effect of one of them: where their segments explain it (fewer reasoning turns of 10-49 words because
     others gained a sentence and grew), of the draft whose segments alone explain most of it; else where it
     follows one of them in sequence (`DiscoverySplit.follows`: the tool called again after a failed probe call),
     of that draft. The drafts nested inside it are tried apart from the others (its change may be theirs:
-    more errors because failing probe calls were added). The least preferred are tried first, so of two drafts
-    that explain each other the preferred one stays."""
+    more errors because failing probe calls were added). The narrowest are tried first, so of two drafts that
+    explain each other the broader one stays, unless the narrow one lies inside it and explains it
+    (`_cause_of`): then the broader one goes, with its own side effects."""
     kept = list(kept)
     for draft in reversed(list(kept)):
         others = [k for k in kept if k is not draft and k.hits]
-        if not draft.hits or not others:
+        if not draft.hits or not others or all(k is not draft for k in kept):
             continue
         # Drafts nested inside this one explain it only together (errors that rise only as probe calls, which
         # fail, were added), never mixed with the rest: with the short turns' own apologies among them, the
@@ -369,7 +378,12 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
         )  # fmt: skip
         if explaining is not None:
             main = min(explaining, key=lambda k: discovery.z_among(draft, k.hits, False))
-            relation = "change explained by this finding" + (", which lies inside it" if explaining is nested else "")
+            if explaining is outer and _cause_of(draft, main, discovery):
+                effects = [_absorbed(main, EXPLAINED + INSIDE), *main.provenance["side_effects"]]
+                draft.provenance["side_effects"] += effects
+                kept.remove(main)
+                continue
+            relation = EXPLAINED + (INSIDE if explaining is nested else "")
         else:
             cause = next((k for k in others if discovery.follows(draft, k)), None)
             if cause is None:
