@@ -15,7 +15,13 @@ import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
-from engine.hypotheses.merge import _quoting_the_most, _same_quote, drop_repeats, merge_near_duplicates
+from engine.hypotheses.merge import (
+    _one_per_quote,
+    _quoting_the_most,
+    _same_quote,
+    drop_repeats,
+    merge_near_duplicates,
+)
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
@@ -643,6 +649,29 @@ def test_a_joined_labeler_quotes_what_most_of_its_positives_are_like() -> None:
     assert quoted.statement.startswith(f'More reasoning turns like "{ledger}."') and quoted.hits == draft.hits
     assert _quoting_the_most(replace(draft, spec={"all": [spec["all"][0], {"any": spec["all"][1]["any"][::-1]}]}),
                              discovery).statement == draft.statement  # fmt: skip
+
+
+def test_two_findings_left_quoting_one_sentence_are_joined() -> None:
+    """Each labeler chose the exemplar most like what it counts, and two chose the same sentence: one
+    behaviour found twice, joined into the first, with what the second had absorbed. The same quote claimed
+    the other way stays apart, and so does another behaviour."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    answer, refund = (exemplar_draft(discovery, WORDINGS[k], 0.95) for k in (1, 0))
+    twice = replace(exemplar_draft(discovery, WORDINGS[5], 0.95), provenance={"merged": [{"statement": "absorbed"}]})
+    nodes = [answer.spec["all"][1]["similar_to"], twice.spec["all"][1]["similar_to"]]
+    spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
+    both = replace(twice, statement=f"{answer.statement} (twice too)", spec=spec)
+    fewer = replace(answer, statement=f"{answer.statement} (fewer)", direction="decrease", score=-answer.score)
+    answer.provenance["merged"] = []
+    kept = _one_per_quote([answer, refund, both, fewer], discovery)
+    assert [d.statement.split(" (")[0] for d in kept] == [answer.statement, refund.statement, answer.statement]
+    assert kept[2] is fewer
+    assert kept[0].hits == answer.hits | both.hits and kept[0].hits > answer.hits
+    assert [m["statement"] for m in kept[0].provenance["merged"]] == [both.statement, "absorbed"]
 
 
 def test_a_behaviour_drafted_on_both_folds_is_tested_once() -> None:
