@@ -651,26 +651,33 @@ def test_a_joined_labeler_quotes_what_most_of_its_positives_are_like() -> None:
                              discovery).statement == draft.statement  # fmt: skip
 
 
-def test_two_findings_left_quoting_one_sentence_are_joined() -> None:
+def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:
     """Each labeler chose the exemplar most like what it counts, and two chose the same sentence: one
-    behaviour found twice, joined into the first, with what the second had absorbed. The same quote claimed
-    the other way stays apart, and so does another behaviour."""
+    behaviour found twice. The one whose positives are more like that sentence stays, in the other's place,
+    with the other (and what it had absorbed) as its provenance; the other's labeler, which also counts
+    turns of another wording, is not joined to it. The same quote claimed the other way stays apart, and so
+    does another behaviour."""
 
     def reasoning(after: bool, i: int) -> str:
         return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     answer, refund = (exemplar_draft(discovery, WORDINGS[k], 0.95) for k in (1, 0))
-    twice = replace(exemplar_draft(discovery, WORDINGS[5], 0.95), provenance={"merged": [{"statement": "absorbed"}]})
+    twice = exemplar_draft(discovery, WORDINGS[5], 0.95)
     nodes = [answer.spec["all"][1]["similar_to"], twice.spec["all"][1]["similar_to"]]
     spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
-    both = replace(twice, statement=f"{answer.statement} (twice too)", spec=spec)
-    fewer = replace(answer, statement=f"{answer.statement} (fewer)", direction="decrease", score=-answer.score)
+    hits, _, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    both = replace(twice, statement=f"{answer.statement} (twice too)", spec=spec, score=z,
+                   hits=frozenset(index.segment_ids[hits].tolist()))  # fmt: skip
+    both.provenance["merged"] = [{"statement": "absorbed"}]
     answer.provenance["merged"] = []
-    kept = _one_per_quote([answer, refund, both, fewer], discovery)
-    assert [d.statement.split(" (")[0] for d in kept] == [answer.statement, refund.statement, answer.statement]
-    assert kept[2] is fewer
-    assert kept[0].hits == answer.hits | both.hits and kept[0].hits > answer.hits
+    fewer = replace(answer, statement=f"{answer.statement} (fewer)", direction="decrease", score=-answer.score,
+                    provenance={"merged": []})  # fmt: skip
+    assert both.hits > answer.hits and both.score > answer.score
+    kept = _one_per_quote([both, refund, answer, fewer], discovery)
+    assert [d.statement for d in kept] == [answer.statement, refund.statement, fewer.statement]
+    assert kept[0].hits == answer.hits and kept[0].spec == answer.spec
     assert [m["statement"] for m in kept[0].provenance["merged"]] == [both.statement, "absorbed"]
 
 

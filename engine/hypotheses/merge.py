@@ -312,11 +312,7 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     word "time" quoted a re-checking sentence after out-of-scope drafts were joined into it; 77% of its
     held-out positives were out-of-scope sentences, 5% nearest the quote). Done once every merge is decided,
     so the quotes the merge compares (`_same_quote`) are those the drafts were made with."""
-    index, segs = discovery.index(draft.kinds)
-    hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
-    more = index.is_after if draft.direction == "increase" else ~index.is_after
-    views = discovery.population.views(segs[np.flatnonzero(hits & more)])
-    evidence = [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
+    evidence = _evidence(draft, discovery)
     if not evidence:
         return draft
     nodes = similar_nodes(draft.spec)
@@ -334,9 +330,23 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     )
     return replace(
         draft,
-        statement=f"{restated}: {discovery.rates(hits, draft.kinds).text(draft.kinds)}",
+        statement=f"{restated}: {discovery.rates(_positives(draft, discovery), draft.kinds).text(draft.kinds)}",
         spec={"all": [draft.spec["all"][0], {"any": [{"similar_to": node} for node in ordered]}]},
     )
+
+
+def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
+    """Which discovery segments of the draft's kinds (`DiscoverySplit.index` order) it labels."""
+    index, _ = discovery.index(draft.kinds)
+    return np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
+
+
+def _evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+    """The evidence sentences of the draft's discovery positives in the checkpoint it has more of."""
+    index, segs = discovery.index(draft.kinds)
+    more = index.is_after if draft.direction == "increase" else ~index.is_after
+    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & more)])
+    return [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
 
 
 def _quote(draft: Draft) -> str | None:
@@ -346,12 +356,13 @@ def _quote(draft: Draft) -> str | None:
 
 
 def _one_per_quote(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
-    """Kept drafts of the same kinds and direction that now quote one sentence (`_quoting_the_most` chose,
-    for each, the exemplar most like what it counts) are one behaviour: joined into the broader one
-    (`_joined`, with what the narrower had absorbed), unless that one holds it beside another behaviour
-    (`_holds_another`). Two findings quoting the same sentence read as one behaviour found twice
-    (paraphrased seed 7: "Spotting the catch is most likely what the reviewer grades ..." for two grader
-    findings; the tau2 sample: two findings quoting one closing offer)."""
+    """Of kept drafts of the same kinds and direction that now quote one sentence (`_quoting_the_most` chose,
+    for each, the exemplar most like what it counts), one finding: the one whose discovery positives are
+    closer on average to that sentence, the other its provenance (with what it had absorbed), unless the
+    first holds it beside another behaviour (`_holds_another`). Two findings quoting the same sentence read
+    as one behaviour found twice (paraphrased seed 7: "Spotting the catch is most likely what the reviewer
+    grades ..." for two grader findings); the closer one counts less of other behaviours (there: held-out
+    precision 0.92 against 0.70, and 0.72 for their labelers joined)."""
     out: list[Draft] = []
     for draft in kept:
         quote = _quote(draft)
@@ -361,13 +372,22 @@ def _one_per_quote(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
              and not _holds_another(k, draft, discovery)),
             None,
         )  # fmt: skip
-        if twin is None:
+        if twin is None or quote is None:
             out.append(draft)
             continue
-        joined = _joined(twin, draft, discovery, "the same quote")
-        joined.provenance["merged"] += draft.provenance["merged"]
-        out[out.index(twin)] = joined if joined is twin else _quoting_the_most(joined, discovery)
+        closer, other = sorted((twin, draft), key=lambda d: -_closeness(d, quote, discovery))
+        closer.provenance["merged"] += [_absorbed(other, "the same quote"), *other.provenance["merged"]]
+        out[out.index(twin)] = closer
     return out
+
+
+def _closeness(draft: Draft, sentence: str, discovery: DiscoverySplit) -> float:
+    """Mean cosine of the draft's discovery evidence (`_evidence`) to `sentence`; -1 without evidence."""
+    evidence = _evidence(draft, discovery)
+    if not evidence:
+        return -1.0
+    embed = discovery.population.embedder.embed
+    return float((embed(evidence) @ embed([sentence])[0]).mean())
 
 
 def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
