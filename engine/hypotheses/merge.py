@@ -366,9 +366,9 @@ def _one_per_quote(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     out: list[Draft] = []
     for draft in kept:
         quote = _quote(draft)
-        twin = next(
+        twin = None if quote is None else next(
             (k for k in out
-             if quote is not None and _quote(k) == quote and (k.kinds, k.direction) == (draft.kinds, draft.direction)
+             if _quote(k) == quote and (k.kinds, k.direction) == (draft.kinds, draft.direction)
              and not _holds_another(k, draft, discovery)),
             None,
         )  # fmt: skip
@@ -406,9 +406,9 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
     others gained a sentence and grew), of the draft whose segments alone explain most of it; else where it
     follows one of them in sequence (`DiscoverySplit.follows`: the tool called again after a failed probe call),
     of that draft. The drafts nested inside it are tried apart from the others (its change may be theirs:
-    more errors because failing probe calls were added). The narrowest are tried first, so of two drafts that
-    explain each other the broader one stays, unless the narrow one lies inside it and explains it
-    (`_cause_of`): then the broader one goes, with its own side effects."""
+    more errors because failing probe calls were added). Drafts are tried in the merge's order reversed (the
+    narrowest first), so of two drafts that explain each other the broader one stays, unless the narrow one
+    lies inside it and explains it (`_cause_of`): then the broader one goes, with its own side effects."""
     kept = list(kept)
     for draft in reversed(list(kept)):
         others = [k for k in kept if k is not draft and k.hits]
