@@ -411,8 +411,10 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
     lies inside it and explains it (`_cause_of`): then the broader one goes, with its own side effects."""
     kept = list(kept)
     for draft in reversed(list(kept)):
+        if all(k is not draft for k in kept):  # already gone as the side effect of a cause inside it
+            continue
         others = [k for k in kept if k is not draft and k.hits]
-        if not draft.hits or not others or all(k is not draft for k in kept):
+        if not draft.hits or not others:
             continue
         # Drafts nested inside this one explain it only together (errors that rise only as probe calls, which
         # fail, were added), never mixed with the rest: with the short turns' own apologies among them, the
