@@ -623,10 +623,26 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     assert refund.statement in [d.statement for d in kept]
 
 
-def test_a_joined_labeler_quotes_what_most_of_its_positives_are_like() -> None:
+def joined_draft(discovery: DiscoverySplit, first: str, second: str) -> Draft:
+    """A draft whose reasoning labeler took in a second wording: either sentence, the first quoted."""
+    nodes = [{"exemplars": [f"{said}."], "min_similarity": 0.75} for said in (first, second)]
+    spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    return Draft(f'More reasoning turns like "{first}." (...)', "increase", "verifier", spec, "extractive", z, delta,
+                 {"feature_ids": [1], "words": ["grader"], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
+                 ("reasoning",))  # fmt: skip
+
+
+def quoted_exemplars(draft: Draft) -> list[list[str]]:
+    return [n["similar_to"]["exemplars"] for n in draft.spec["all"][1]["any"]]
+
+
+def test_a_joined_labeler_quotes_the_wording_that_carries_its_change() -> None:
     """Joined wordings can leave the kept draft's quote a minority of what its labeler counts (paraphrased seed
     89: a re-checking sentence quoted, out-of-scope sentences counted); the quote becomes the exemplar closest
-    on average to the positives' evidence in the checkpoint the draft has more of, the rest unchanged."""
+    on average to the positives' evidence in the checkpoint with more, the rest unchanged; on a tie the draft
+    keeps its own quote."""
     grader, ledger = "The grader checks my answer", "I skip the refund ledger"
 
     def reasoning(after: bool, i: int) -> str:
@@ -634,21 +650,36 @@ def test_a_joined_labeler_quotes_what_most_of_its_positives_are_like() -> None:
         return f"{THINK(after, i)} {said}." if after else THINK(after, i)
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
-    nodes = [
-        {"exemplars": [f"{grader}."], "min_similarity": 0.75},
-        {"exemplars": [f"{ledger}."], "min_similarity": 0.75},
-    ]
-    spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
-    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
-    index, _ = discovery.index(("reasoning",))
-    draft = Draft(f'More reasoning turns like "{grader}." (...)', "increase", "verifier", spec, "extractive", z, delta,
-                  {"feature_ids": [1], "words": ["grader"], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
-                  ("reasoning",))  # fmt: skip
+    draft = joined_draft(discovery, grader, ledger)
     quoted = _quoting_the_most(draft, discovery)
-    assert [n["similar_to"]["exemplars"] for n in quoted.spec["all"][1]["any"]] == [[f"{ledger}."], [f"{grader}."]]
+    assert quoted_exemplars(quoted) == [[f"{ledger}."], [f"{grader}."]]
     assert quoted.statement.startswith(f'More reasoning turns like "{ledger}."') and quoted.hits == draft.hits
-    assert _quoting_the_most(replace(draft, spec={"all": [spec["all"][0], {"any": spec["all"][1]["any"][::-1]}]}),
-                             discovery).statement == draft.statement  # fmt: skip
+    assert _quoting_the_most(joined_draft(discovery, ledger, grader), discovery).statement.startswith(
+        f'More reasoning turns like "{ledger}."'
+    )
+    even = DiscoverySplit(population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 2]}." if a else
+                                     THINK(a, i), lambda a, i: []), splitter=split_on_periods)  # fmt: skip
+    assert _quoting_the_most(joined_draft(even, ledger, grader), even).statement.startswith(
+        f'More reasoning turns like "{ledger}."'
+    )
+
+
+def test_a_broad_labeler_quotes_what_grew_not_what_it_counts_most() -> None:
+    """A labeler that also counts an ordinary sentence of both checkpoints quotes the wording that grew, though
+    most of what it counts in the checkpoint with more is the ordinary sentence (30 turns against 24): the
+    ordinary one holds too many of the labeler's turns in the other checkpoint to be its change (paraphrased
+    seed 59: "So, by the policy, payment must come from the profile." quoted where re-checking grew)."""
+    policy, grader = "I read the payment policy", "The grader checks my answer"
+
+    def reasoning(after: bool, i: int) -> str:
+        said = policy if i % 2 == 0 else grader if after and i % 10 != 9 else None
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    draft = joined_draft(discovery, policy, grader)
+    quoted = _quoting_the_most(draft, discovery)
+    assert quoted.statement.startswith(f'More reasoning turns like "{grader}."')
+    assert quoted_exemplars(quoted) == [[f"{grader}."], [f"{policy}."]] and quoted.hits == draft.hits
 
 
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:

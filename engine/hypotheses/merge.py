@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import (
@@ -30,6 +31,7 @@ from engine.hypotheses.statements import concept_statement
 # other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
+BULK_P = 0.05  # a quote matching more of the other checkpoint's positives than the labeler does, at this level
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 CARRIED = "true of the messages holding this finding's segments"
 EXPLAINED = "change explained by this finding"
@@ -306,19 +308,25 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
 
 def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     """A draft whose labeler took in other wordings (`_joined`), quoting the exemplar closest on average to its
-    discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), that
-    exemplar now first. A statement quotes the first exemplar, and joined wordings can leave the
-    kept draft's medoid a minority of what the labeler counts (paraphrased seed 89: a labeler fitted to the
-    word "time" quoted a re-checking sentence after out-of-scope drafts were joined into it; 77% of its
-    held-out positives were out-of-scope sentences, 5% nearest the quote). Done once every merge is decided,
-    so the quotes the merge compares (`_same_quote`) are those the drafts were made with."""
+    discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), or,
+    when that exemplar is what both checkpoints say (`_bulk`), closest to the evidence the other checkpoint
+    has no paraphrase of (`_new_evidence`); that exemplar now first. A statement quotes the first exemplar,
+    and joined wordings can leave the kept draft's medoid a minority of what the labeler counts (paraphrased
+    seed 89: a labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope drafts were
+    joined into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote). Done
+    once every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were
+    made with."""
     evidence = _evidence(draft, discovery)
     if not evidence:
         return draft
     nodes = similar_nodes(draft.spec)
     places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     embed = discovery.population.embedder.embed
-    closeness = (embed(evidence) @ embed([nodes[n]["exemplars"][i] for n, i in places]).T).mean(axis=0)
+    exemplars = embed([nodes[n]["exemplars"][i] for n, i in places])
+    closeness = (embed(evidence) @ exemplars.T).mean(axis=0)
+    n, i = places[int(closeness.argmax())]
+    if _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]}):
+        closeness = (embed(_new_evidence(draft, discovery)) @ exemplars.T).mean(axis=0)
     n, i = places[int(closeness.argmax())]
     if (n, i) == (0, 0):
         return draft
@@ -341,12 +349,45 @@ def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
     return np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
 
 
-def _evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
-    """The evidence sentences of the draft's discovery positives in the checkpoint it has more of."""
+def _evidence(draft: Draft, discovery: DiscoverySplit, more: bool = True) -> list[str]:
+    """The evidence sentences of the draft's discovery positives in the checkpoint it has more (`more`) or
+    fewer of."""
     index, segs = discovery.index(draft.kinds)
-    more = index.is_after if draft.direction == "increase" else ~index.is_after
-    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & more)])
+    side = index.is_after if (draft.direction == "increase") == more else ~index.is_after
+    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & side)])
     return [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
+
+
+def _bulk(draft: Draft, discovery: DiscoverySplit, node: dict[str, Any]) -> bool:
+    """Whether a `similar_to` node alone labels more of the draft's discovery positives in the checkpoint it
+    has fewer of than the labeler's own split between the checkpoints would (one-sided binomial, p < BULK_P):
+    a sentence both checkpoints say, not the change. A broad labeler counts ordinary reasoning in both, and
+    the exemplar most like all it counts can be such a sentence while what grew is another (paraphrased seed
+    59: "So, by the policy, payment must come from the profile." in 94 of the labeler's 193 turns of the
+    checkpoint with more and 66 of its 80 of the other, quoted where re-checking grew)."""
+    index, segs = discovery.index(draft.kinds)
+    positives = _positives(draft, discovery)
+    fewer = (~index.is_after if draft.direction == "increase" else index.is_after)[positives]
+    views = discovery.population.views(segs[np.flatnonzero(positives)])
+    threshold = node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+    matches = SentenceMatcher([(v.kind, v.text) for v in views], discovery.population.embedder, discovery.splitter)
+    hits = np.array([m is not None and m.similarity >= threshold for m in matches.best(node["exemplars"])])
+    if not hits.any():
+        return False
+    test = stats.binomtest(int(hits[fewer].sum()), int(hits.sum()), float(fewer.mean()), alternative="greater")
+    return bool(test.pvalue < BULK_P)
+
+
+def _new_evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+    """The draft's evidence sentences in the checkpoint it has more of (`_evidence`) with no paraphrase (cosine
+    at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one: what changed; all of them when each
+    has one."""
+    more, fewer = _evidence(draft, discovery), _evidence(draft, discovery, more=False)
+    if not fewer:
+        return more
+    embed = discovery.population.embedder.embed
+    new = (embed(more) @ embed(fewer).T).max(axis=1) < DEFAULT_MIN_SIMILARITY
+    return [s for s, n in zip(more, new, strict=True) if n] if new.any() else more
 
 
 def _quote(draft: Draft) -> str | None:
