@@ -668,7 +668,8 @@ def test_a_broad_labeler_quotes_what_grew_not_what_it_counts_most() -> None:
     """A labeler that also counts an ordinary sentence of both checkpoints quotes the wording that grew, though
     most of what it counts in the checkpoint with more is the ordinary sentence (30 turns against 24): the
     ordinary one holds too many of the labeler's turns in the other checkpoint to be its change (paraphrased
-    seed 59: "So, by the policy, payment must come from the profile." quoted where re-checking grew)."""
+    seed 59: "So, by the policy, payment must come from the profile." quoted where re-checking grew), and
+    the statement's words are those of what grew."""
     policy, grader = "I read the payment policy", "The grader checks my answer"
 
     def reasoning(after: bool, i: int) -> str:
@@ -680,6 +681,9 @@ def test_a_broad_labeler_quotes_what_grew_not_what_it_counts_most() -> None:
     quoted = _quoting_the_most(draft, discovery)
     assert quoted.statement.startswith(f'More reasoning turns like "{grader}."')
     assert quoted_exemplars(quoted) == [[f"{grader}."], [f"{policy}."]] and quoted.hits == draft.hits
+    assert quoted.provenance["words"] == ["answer", "checks", "grader"] and "words: answer, checks, grader" in (
+        quoted.statement
+    )
 
 
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:

@@ -25,7 +25,7 @@ from engine.hypotheses.exemplars import (
     similar_nodes,
 )
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
-from engine.hypotheses.statements import concept_statement
+from engine.hypotheses.statements import concept_statement, distinctive_words
 
 # Two exemplar drafts are wordings of one behaviour when one's labeler matches at least this share of the
 # other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
@@ -310,7 +310,8 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     """A draft whose labeler took in other wordings (`_joined`), quoting the exemplar closest on average to its
     discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), or,
     when that exemplar is what both checkpoints say (`_bulk`), closest to the evidence the other checkpoint
-    has no paraphrase of (`_new_evidence`); that exemplar now first. A statement quotes the first exemplar,
+    has no paraphrase of (`_new_evidence`), the statement's words then the ones that set that evidence apart
+    from the other checkpoint's; that exemplar now first. A statement quotes the first exemplar,
     and joined wordings can leave the kept draft's medoid a minority of what the labeler counts (paraphrased
     seed 89: a labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope drafts were
     joined into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote). Done
@@ -325,21 +326,24 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     exemplars = embed([nodes[n]["exemplars"][i] for n, i in places])
     closeness = (embed(evidence) @ exemplars.T).mean(axis=0)
     n, i = places[int(closeness.argmax())]
-    if _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]}):
-        closeness = (embed(_new_evidence(draft, discovery)) @ exemplars.T).mean(axis=0)
+    words = draft.provenance.get("words", [])
+    bulk = _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]})
+    if bulk:
+        new, other = _new_evidence(draft, discovery)
+        closeness = (embed(new) @ exemplars.T).mean(axis=0)
+        words = distinctive_words(new, other) or words
     n, i = places[int(closeness.argmax())]
-    if (n, i) == (0, 0):
+    if (n, i) == (0, 0) and not bulk:
         return draft
     exemplars = nodes[n]["exemplars"]
     first = {**nodes[n], "exemplars": [exemplars[i], *exemplars[:i], *exemplars[i + 1 :]]}
     ordered = [first, *nodes[:n], *nodes[n + 1 :]]
-    restated = concept_statement(
-        draft.direction == "increase", draft.kinds, exemplars[i], len(draft.hits), draft.provenance.get("words", [])
-    )
+    restated = concept_statement(draft.direction == "increase", draft.kinds, exemplars[i], len(draft.hits), words)
     return replace(
         draft,
         statement=f"{restated}: {discovery.rates(_positives(draft, discovery), draft.kinds).text(draft.kinds)}",
         spec={"all": [draft.spec["all"][0], {"any": [{"similar_to": node} for node in ordered]}]},
+        provenance={**draft.provenance, "words": words},
     )
 
 
@@ -378,16 +382,16 @@ def _bulk(draft: Draft, discovery: DiscoverySplit, node: dict[str, Any]) -> bool
     return bool(test.pvalue < BULK_P)
 
 
-def _new_evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+def _new_evidence(draft: Draft, discovery: DiscoverySplit) -> tuple[list[str], list[str]]:
     """The draft's evidence sentences in the checkpoint it has more of (`_evidence`) with no paraphrase (cosine
-    at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one: what changed; all of them when each
-    has one."""
+    at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of them when each has one), and
+    that other evidence: what changed, and what it changed from."""
     more, fewer = _evidence(draft, discovery), _evidence(draft, discovery, more=False)
     if not fewer:
-        return more
+        return more, fewer
     embed = discovery.population.embedder.embed
     new = (embed(more) @ embed(fewer).T).max(axis=1) < DEFAULT_MIN_SIMILARITY
-    return [s for s, n in zip(more, new, strict=True) if n] if new.any() else more
+    return ([s for s, n in zip(more, new, strict=True) if n] if new.any() else more), fewer
 
 
 def _quote(draft: Draft) -> str | None:
