@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import AnalyzeConfig
+from engine.errors import InputError
 from engine.planted import (
     BEHAVIOURS,
     F1_RECOVERED,
@@ -167,6 +168,12 @@ def _counts(truth: list, behaviours: tuple[Behaviour, ...]) -> dict[str, int]:
     return {b.name: sum(t.behaviour == b.name for t in truth) for b in behaviours}
 
 
+def check_selection(suite: str, quick: bool) -> None:
+    """Refuse a selection that would run nothing: `quick` keeps the paraphrased or reply suite only."""
+    if quick and suite == "fixed":
+        raise InputError("--quick runs the paraphrased (or reply) suite only, so it selects nothing of --suite fixed")
+
+
 def run_suites(
     work_dir: str | Path,
     config: AnalyzeConfig | None = None,
@@ -180,11 +187,13 @@ def run_suites(
 ) -> SuitesReport:
     """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
     and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep) or 'replies'; `quick`: one
-    seed, the paraphrased suite (or with `suite='replies'` the reply suite) and its unmodified pair only. The
+    seed, the paraphrased suite (or with `suite='replies'` the reply suite) and its unmodified pair only (an
+    error with `suite='fixed'`, which it would leave empty). The
     rate sweep runs on the first seed (three more studies a seed on two cores is more than the benchmark's
     time allows)."""
     from engine.pipeline import analyze as run_pipeline
 
+    check_selection(suite, quick)
     fixed = suite in ("all", "fixed") and not quick
     main = [(name, b) for name, b in (("paraphrased", PARAPHRASED), ("replies", REPLIES)) if name == suite]
     if suite == "all":

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from engine import cli
 from engine.config import AnalyzeConfig
+from engine.errors import InputError
 from engine.pipeline import analyze
 from engine.planted import SAMPLE_PAIR, read_records, write_records
 from engine.planted_suites import BASELINE, RLDIFF, ablation_config, report_lines, rescore, run_suites
@@ -58,6 +60,19 @@ def test_the_reply_suite_runs_with_its_null(tmp_path: Path) -> None:
     assert set(replies.planted_counts) == {"feedback_request", "overclaim"} and min(replies.planted_counts.values()) > 0
     assert {v.behaviour for v in report.variety[0]} == {"feedback_request", "overclaim"}
     assert any(x.startswith("| replies | 0 | rldiff | 0/2 | 0 |") for x in report_lines(report))
+
+
+def test_a_quick_run_of_the_fixed_suite_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--quick` keeps the paraphrased or reply suite only: with `--suite fixed` it would run nothing and print
+    empty tables, so it says so instead, from the command line and from `run_suites`, creating nothing."""
+    work = tmp_path / "work"
+    assert cli.main(["bench-planted", "--quick", "--suite", "fixed", "--work", str(work)]) == 2
+    assert "selects nothing of --suite fixed" in capsys.readouterr().err
+    with pytest.raises(InputError, match="--quick .* selects nothing of --suite fixed"):
+        run_suites(work, AnalyzeConfig(), suite="fixed", quick=True, pair=_slice(tmp_path))
+    assert not work.exists()
 
 
 def test_ablation_runs_only_where_the_switch_exists() -> None:

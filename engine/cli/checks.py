@@ -58,11 +58,12 @@ def cmd_bench_planted(args: argparse.Namespace) -> int:
     import tempfile
 
     from engine.planted import SAMPLE_PAIR
-    from engine.planted_suites import report_lines, run_suites
+    from engine.planted_suites import check_selection, report_lines, run_suites
     from engine.progress import for_terminal
 
     if (args.before_file is None) != (args.after_file is None):
         raise InputError("give both BEFORE and AFTER files, or neither (the gpt-4o sample pair)")
+    check_selection(args.suite, args.quick)
     pair = (args.before_file, args.after_file) if args.before_file else SAMPLE_PAIR
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="rldiff-planted-"))
     output.err.print(f"planting into {pair[1]} and {pair[0]}; stores and planted files in {work}", markup=False)
