@@ -188,9 +188,8 @@ def run_suites(
     """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
     and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep) or 'replies'; `quick`: one
     seed, the paraphrased suite (or with `suite='replies'` the reply suite) and its unmodified pair only (an
-    error with `suite='fixed'`, which it would leave empty). The
-    rate sweep runs on the first seed (three more studies a seed on two cores is more than the benchmark's
-    time allows)."""
+    error with `suite='fixed'`, which it would leave empty). The rate sweep runs on the first seed (three more
+    studies a seed on two cores is more than the benchmark's time allows)."""
     from engine.pipeline import analyze as run_pipeline
 
     check_selection(suite, quick)

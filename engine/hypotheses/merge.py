@@ -311,26 +311,26 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), or,
     when that exemplar is what both checkpoints say (`_bulk`), closest to the evidence the other checkpoint
     has no paraphrase of (`_new_evidence`), the statement's words then the ones that set that evidence apart
-    from the other checkpoint's; that exemplar now first. A statement quotes the first exemplar,
-    and joined wordings can leave the kept draft's medoid a minority of what the labeler counts (paraphrased
-    seed 89: a labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope drafts were
-    joined into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote). Done
-    once every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were
-    made with."""
+    from the other checkpoint's; that exemplar now first. A statement quotes the first exemplar, and joined
+    wordings can leave the kept draft's medoid a minority of what the labeler counts (paraphrased seed 89: a
+    labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope drafts were joined
+    into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote). Done once
+    every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were made
+    with."""
     evidence = _evidence(draft, discovery)
     if not evidence:
         return draft
     nodes = similar_nodes(draft.spec)
     places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     embed = discovery.population.embedder.embed
-    exemplars = embed([nodes[n]["exemplars"][i] for n, i in places])
-    closeness = (embed(evidence) @ exemplars.T).mean(axis=0)
+    vectors = embed([nodes[n]["exemplars"][i] for n, i in places])
+    closeness = (embed(evidence) @ vectors.T).mean(axis=0)
     n, i = places[int(closeness.argmax())]
     words = draft.provenance.get("words", [])
     bulk = _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]})
     if bulk:
         new, other = _new_evidence(draft, discovery)
-        closeness = (embed(new) @ exemplars.T).mean(axis=0)
+        closeness = (embed(new) @ vectors.T).mean(axis=0)
         words = distinctive_words(new, other) or words
     n, i = places[int(closeness.argmax())]
     if (n, i) == (0, 0) and not bulk:
