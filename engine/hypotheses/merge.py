@@ -329,7 +329,7 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     words = draft.provenance.get("words", [])
     bulk = _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]})
     if bulk:
-        new, other = _new_evidence(draft, discovery)
+        new, other = _new_evidence(draft, discovery, evidence)
         closeness = (embed(new) @ vectors.T).mean(axis=0)
         words = distinctive_words(new, other) or words
     n, i = places[int(closeness.argmax())]
@@ -382,11 +382,11 @@ def _bulk(draft: Draft, discovery: DiscoverySplit, node: dict[str, Any]) -> bool
     return bool(test.pvalue < BULK_P)
 
 
-def _new_evidence(draft: Draft, discovery: DiscoverySplit) -> tuple[list[str], list[str]]:
-    """The draft's evidence sentences in the checkpoint it has more of (`_evidence`) with no paraphrase (cosine
-    at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of them when each has one), and
-    that other evidence: what changed, and what it changed from."""
-    more, fewer = _evidence(draft, discovery), _evidence(draft, discovery, more=False)
+def _new_evidence(draft: Draft, discovery: DiscoverySplit, more: list[str]) -> tuple[list[str], list[str]]:
+    """Of the draft's evidence sentences in the checkpoint it has more of (`more`, from `_evidence`), those with
+    no paraphrase (cosine at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of them
+    when each has one), and that other evidence: what changed, and what it changed from."""
+    fewer = _evidence(draft, discovery, more=False)
     if not fewer:
         return more, fewer
     embed = discovery.population.embedder.embed
