@@ -382,16 +382,16 @@ def _bulk(draft: Draft, discovery: DiscoverySplit, node: dict[str, Any]) -> bool
     return bool(test.pvalue < BULK_P)
 
 
-def _new_evidence(draft: Draft, discovery: DiscoverySplit, more: list[str]) -> tuple[list[str], list[str]]:
-    """Of the draft's evidence sentences in the checkpoint it has more of (`more`, from `_evidence`), those with
-    no paraphrase (cosine at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of them
-    when each has one), and that other evidence: what changed, and what it changed from."""
+def _new_evidence(draft: Draft, discovery: DiscoverySplit, evidence: list[str]) -> tuple[list[str], list[str]]:
+    """Of the draft's evidence sentences in the checkpoint it has more of (`evidence`, from `_evidence`), those
+    with no paraphrase (cosine at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of
+    them when each has one), and that other evidence: what changed, and what it changed from."""
     fewer = _evidence(draft, discovery, more=False)
     if not fewer:
-        return more, fewer
+        return evidence, fewer
     embed = discovery.population.embedder.embed
-    new = (embed(more) @ embed(fewer).T).max(axis=1) < DEFAULT_MIN_SIMILARITY
-    return ([s for s, n in zip(more, new, strict=True) if n] if new.any() else more), fewer
+    new = (embed(evidence) @ embed(fewer).T).max(axis=1) < DEFAULT_MIN_SIMILARITY
+    return ([s for s, n in zip(evidence, new, strict=True) if n] if new.any() else evidence), fewer
 
 
 def _quote(draft: Draft) -> str | None:
