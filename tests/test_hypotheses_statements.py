@@ -16,6 +16,7 @@ from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_per
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import (
+    _narrowed,
     _one_per_quote,
     _quoting_the_most,
     _same_quote,
@@ -664,13 +665,15 @@ def test_a_joined_labeler_quotes_the_wording_that_carries_its_change() -> None:
     )
 
 
-def test_a_broad_labeler_quotes_what_grew_not_what_it_counts_most() -> None:
-    """A labeler that also counts an ordinary sentence of both checkpoints quotes the wording that grew, though
-    most of what it counts in the checkpoint with more is the ordinary sentence (30 turns against 24): the
-    ordinary one holds too many of the labeler's turns in the other checkpoint to be its change (paraphrased
-    seed 59: "So, by the policy, payment must come from the profile." quoted where re-checking grew), and
-    the statement's words are those of what grew."""
-    policy, grader = "I read the payment policy", "The grader checks my answer"
+def test_a_broad_labeler_drops_what_both_checkpoints_say_and_quotes_what_grew() -> None:
+    """A labeler that also counts an ordinary sentence of both checkpoints drops it: the sentence holds too many
+    of the labeler's turns in the other checkpoint to be its change (paraphrased seed 59: "So, by the policy,
+    payment must come from the profile." counted and quoted where re-checking grew), though most of what the
+    labeler counts in the checkpoint with more is that sentence (30 turns against 24). What is left counts only
+    the wording that grew, separates the checkpoints better, and is quoted with words that set it apart from
+    what the other checkpoint says, whichever exemplar the labeler quoted. A labeler of two wordings that both
+    grew keeps both."""
+    policy, grader, ledger = "I read the payment policy", "The grader checks my answer", "I skip the refund ledger"
 
     def reasoning(after: bool, i: int) -> str:
         said = policy if i % 2 == 0 else grader if after and i % 10 != 9 else None
@@ -678,11 +681,21 @@ def test_a_broad_labeler_quotes_what_grew_not_what_it_counts_most() -> None:
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     draft = joined_draft(discovery, policy, grader)
-    quoted = _quoting_the_most(draft, discovery)
+    narrowed = _narrowed(draft, discovery)
+    assert narrowed.provenance["narrowed"] == [f"{policy}."] and narrowed.score > draft.score
+    assert narrowed.spec["all"][1] == {"similar_to": {"exemplars": [f"{grader}."], "min_similarity": 0.75}}
+    assert narrowed.hits < draft.hits
+    quoted = _quoting_the_most(narrowed, discovery)
     assert quoted.statement.startswith(f'More reasoning turns like "{grader}."')
-    assert quoted_exemplars(quoted) == [[f"{grader}."], [f"{policy}."]] and quoted.hits == draft.hits
     assert quoted.provenance["words"] == ["answer", "checks", "grader"] and "words: answer, checks, grader" in (
         quoted.statement
+    )
+    assert quoted.statement.endswith(": 0% -> 40% of reasoning turns (0% -> 40% of rollouts)")
+    assert _narrowed(joined_draft(discovery, grader, policy), discovery).statement == quoted.statement
+    both = DiscoverySplit(population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 2]}." if a else
+                                     THINK(a, i), lambda a, i: []), splitter=split_on_periods)  # fmt: skip
+    assert (
+        _narrowed(joined_draft(both, ledger, grader), both).provenance == joined_draft(both, ledger, grader).provenance
     )
 
 

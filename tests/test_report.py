@@ -93,6 +93,7 @@ def test_provenance_names_a_findings_side_effects() -> None:
         provenance={
             **{"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
             **{"drafted_on": "heldout", "split": "discovery", "feature_names": ["ngram:regarding"]},
+            "narrowed": ["So, by the policy, payment must come from the profile.\x1b[2J"],
             "matched_by": [
                 {"exemplar": "Regarding your refund.", "share": 0.25},
                 {"exemplar": "- Total: $5", "share": 0.5},
@@ -104,6 +105,8 @@ def test_provenance_names_a_findings_side_effects() -> None:
     assert "drafted on held-out, tested on discovery; from ngram:regarding" in text
     assert "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” 50%" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
+    assert "1 exemplar(s) both checkpoints say dropped from the labeler: “So, by the policy, payment" in text
+    assert "\x1b" not in text
 
 
 def test_a_finding_that_restates_another_is_listed_beneath_it(study, tmp_path: Path) -> None:

@@ -134,6 +134,17 @@ class SentenceMatcher:
             out[int(self._owner[i])] = Match(float(sims[i]), self._texts[i])
         return out
 
+    def each(self, exemplars: Sequence[str]) -> np.ndarray:
+        """Per segment (rows) and exemplar (columns), the similarity of the segment's unit most like that
+        exemplar; -1 for a segment without units."""
+        out = np.full((self._n, len(exemplars)), -1.0, dtype=np.float32)
+        if not self._texts or not exemplars:
+            return out
+        sims = self._vectors @ self._embedder.embed(list(exemplars)).T
+        owners, starts = np.unique(self._owner, return_index=True)  # units lie in segment order
+        out[owners] = np.maximum.reduceat(sims, starts, axis=0)
+        return out
+
 
 @dataclass(frozen=True)
 class Exemplars:

@@ -22,6 +22,7 @@ from engine.hypotheses.exemplars import (
     MIN_PART,
     SentenceMatcher,
     nearer_unrelated,
+    segment_units,
     similar_nodes,
 )
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
@@ -31,7 +32,7 @@ from engine.hypotheses.statements import concept_statement, distinctive_words
 # other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
-BULK_P = 0.05  # a quote matching more of the other checkpoint's positives than the labeler does, at this level
+BULK_P = 0.05  # an exemplar leaning to the checkpoint with fewer, at this level over a labeler's exemplars
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 CARRIED = "true of the messages holding this finding's segments"
 EXPLAINED = "change explained by this finding"
@@ -93,7 +94,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
-    Then the drafts whose labelers took in other wordings quote what most of their positives are like
+    Then each exemplar draft's labeler drops the exemplars both checkpoints say (`_narrowed`), the drafts whose
+    labelers took in other wordings or dropped their quote quote what most of their positives are like
     (`_quoting_the_most`), and `_without_side_effects` drops the kept drafts whose change the others explain."""
     kept: list[Draft] = []
     for draft in sorted(drafts, key=lambda d: (-len(d.hits), _preference(d), -d.score)):
@@ -131,8 +133,13 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
             kept[kept.index(wording)] = _joined(wording, draft, discovery)
             continue
         kept.append(_fresh(draft, []))
-    joined = [any("exemplars joined" in m["relation"] for m in d.provenance["merged"]) for d in kept]
-    requoted = [_quoting_the_most(d, discovery) if j else d for d, j in zip(kept, joined, strict=True)]
+    narrowed = [_narrowed(d, discovery) for d in kept]
+    requoted = [
+        _quoting_the_most(n, discovery)
+        if _quote(n) != _quote(d) or any("exemplars joined" in m["relation"] for m in n.provenance["merged"])
+        else n
+        for d, n in zip(kept, narrowed, strict=True)
+    ]
     return _without_side_effects(_one_per_quote(requoted, discovery), discovery)
 
 
@@ -276,47 +283,107 @@ def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
 
 def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: str = "another wording") -> Draft:
     """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
-    when that separates the discovery checkpoints better (higher z), its statement then restated with the
-    joined labeler's discovery counts and rates; else the wording is only its provenance."""
-    spec = {
-        "all": [
-            kept.spec["all"][0],
-            {"any": [{"similar_to": n} for n in similar_nodes(kept.spec) + similar_nodes(wording.spec)]},
-        ]
-    }
-    hits, delta, z = discovery.evaluate(discovery.verifier(spec), kept.kinds)
-    score = z if kept.direction == "increase" else -z
-    if score <= kept.score:
+    when that separates the discovery checkpoints better (`_relabelled`); else the wording is only its
+    provenance."""
+    joined = _relabelled(kept, similar_nodes(kept.spec) + similar_nodes(wording.spec), discovery)
+    if joined is None:
         kept.provenance["merged"].append(_absorbed(wording, relation))
         return kept
-    index, _ = discovery.index(kept.kinds)
-    medoid = similar_nodes(kept.spec)[0]["exemplars"][0]
-    restated = concept_statement(
-        kept.direction == "increase", kept.kinds, medoid, int(hits.sum()), kept.provenance.get("words", [])
-    )
     merged = [*kept.provenance["merged"], _absorbed(wording, f"{relation}, its exemplars joined")]
-    return replace(
-        kept,
-        statement=f"{restated}: {discovery.rates(hits, kept.kinds).text(kept.kinds)}",
-        spec=spec,
-        score=score,
-        discovery_delta=delta,
-        hits=frozenset(index.segment_ids[hits].tolist()),
-        provenance={**kept.provenance, "merged": merged},
-    )
+    return replace(joined, provenance={**kept.provenance, "merged": merged})
+
+
+def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
+    """The exemplar draft without the exemplars that are what both checkpoints say, when the rest separate the
+    discovery checkpoints better (`_relabelled`), the dropped exemplars in its provenance (`narrowed`), its
+    words those that set what it still counts apart from what the other checkpoint says (`_said_by_fewer`; its
+    source's words described what it no longer counts). Such an exemplar's matches among the draft's discovery
+    positives lie in the checkpoint it has fewer of more often than the labeler's own split would (one-sided
+    binomial, p below BULK_P over its exemplars). Joined wordings and broad sources bring ordinary sentences
+    into a labeler, which then counts them in both checkpoints and can quote one (paraphrased seed 59: "So, by
+    the policy, payment must come from the profile." in 94 of the labeler's 193 turns of the checkpoint with
+    more and 66 of its 80 of the other, quoted where re-checking grew; without it the labeler counts 169
+    turns, 47% of them re-checking, not 30%)."""
+    nodes = similar_nodes(draft.spec)
+    positives = _positives(draft, discovery)
+    if not nodes or not positives.any():
+        return draft
+    index, segs = discovery.index(draft.kinds)
+    fewer = (~index.is_after if draft.direction == "increase" else index.is_after)[positives]
+    views = discovery.population.views(segs[np.flatnonzero(positives)])
+    matches = SentenceMatcher([(v.kind, v.text) for v in views], discovery.population.embedder, discovery.splitter)
+    level = BULK_P / sum(len(n["exemplars"]) for n in nodes)
+    kept: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    for node in nodes:
+        hits = matches.each(node["exemplars"]) >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
+        leaning = [
+            h.any()
+            and stats.binomtest(int(h[fewer].sum()), int(h.sum()), float(fewer.mean()), alternative="greater").pvalue
+            < level
+            for h in hits.T
+        ]
+        dropped += [e for e, lean in zip(node["exemplars"], leaning, strict=True) if lean]
+        exemplars = [e for e, lean in zip(node["exemplars"], leaning, strict=True) if not lean]
+        kept += [{**node, "exemplars": exemplars}] if exemplars else []
+    narrowed = _relabelled(draft, kept, discovery) if dropped and kept else None
+    if narrowed is None:
+        return draft
+    words = distinctive_words(_evidence(narrowed, discovery), _said_by_fewer(draft, discovery))
+    words = words or draft.provenance.get("words", [])
+    statement = _statement(narrowed, discovery, kept[0]["exemplars"][0], words)
+    return replace(narrowed, statement=statement, provenance={**draft.provenance, "narrowed": dropped, "words": words})
+
+
+def _said_by_fewer(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+    """Every sentence (`segment_units`) of the discovery segments of the draft's kinds in the checkpoint it has
+    fewer of."""
+    index, segs = discovery.index(draft.kinds)
+    side = ~index.is_after if draft.direction == "increase" else index.is_after
+    return [
+        u
+        for v in discovery.population.views(segs[np.flatnonzero(side)])
+        for u in segment_units(v.kind, v.text, discovery.splitter)
+    ]
+
+
+def _relabelled(draft: Draft, nodes: list[dict[str, Any]], discovery: DiscoverySplit) -> Draft | None:
+    """The exemplar draft labelled by `nodes` (`any` of them), with its discovery labels, delta and z recounted
+    and its statement restated with the first exemplar, when that separates the discovery checkpoints better
+    (higher z); else None."""
+    spec = _exemplar_spec(draft, nodes)
+    labels, delta, z = discovery.evaluate(discovery.verifier(spec), draft.kinds)
+    score = z if draft.direction == "increase" else -z
+    if score <= draft.score:
+        return None
+    index, _ = discovery.index(draft.kinds)
+    relabelled = replace(draft, spec=spec, score=score, discovery_delta=delta,
+                         hits=frozenset(index.segment_ids[labels].tolist()))  # fmt: skip
+    statement = _statement(relabelled, discovery, nodes[0]["exemplars"][0], draft.provenance.get("words", []))
+    return replace(relabelled, statement=statement)
+
+
+def _exemplar_spec(draft: Draft, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The draft's exemplar spec with `nodes` as its labeler: one `similar_to`, or several joined by `any`."""
+    labeler = {"similar_to": nodes[0]} if len(nodes) == 1 else {"any": [{"similar_to": n} for n in nodes]}
+    return {"all": [draft.spec["all"][0], labeler]}
+
+
+def _statement(draft: Draft, discovery: DiscoverySplit, quote: str, words: list[str]) -> str:
+    """An exemplar draft's statement quoting `quote` and `words`, with its discovery counts and rates."""
+    restated = concept_statement(draft.direction == "increase", draft.kinds, quote, len(draft.hits), words)
+    return f"{restated}: {discovery.rates(_positives(draft, discovery), draft.kinds).text(draft.kinds)}"
 
 
 def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
-    """A draft whose labeler took in other wordings (`_joined`), quoting the exemplar closest on average to its
-    discovery positives' evidence sentences in the checkpoint it has more of (on a tie its own quote), or,
-    when that exemplar is what both checkpoints say (`_bulk`), closest to the evidence the other checkpoint
-    has no paraphrase of (`_new_evidence`), the statement's words then the ones that set that evidence apart
-    from the other checkpoint's; that exemplar now first. A statement quotes the first exemplar, and joined
-    wordings can leave the kept draft's medoid a minority of what the labeler counts (paraphrased seed 89: a
-    labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope drafts were joined
-    into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote). Done once
-    every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were made
-    with."""
+    """A draft whose labeler took in other wordings (`_joined`) or dropped its quote (`_narrowed`), quoting the
+    exemplar closest on average to its discovery positives' evidence sentences in the checkpoint it has more of (on
+    a tie its own quote), that exemplar now first, its statement restated. A statement quotes the first
+    exemplar, and joined wordings can leave the kept draft's medoid a minority of what the labeler counts
+    (paraphrased seed 89: a labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope
+    drafts were joined into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote).
+    Done once every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were
+    made with."""
     evidence = _evidence(draft, discovery)
     if not evidence:
         return draft
@@ -324,27 +391,13 @@ def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
     places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     embed = discovery.population.embedder.embed
     vectors = embed([nodes[n]["exemplars"][i] for n, i in places])
-    closeness = (embed(evidence) @ vectors.T).mean(axis=0)
-    n, i = places[int(closeness.argmax())]
-    words = draft.provenance.get("words", [])
-    bulk = _bulk(draft, discovery, {**nodes[n], "exemplars": [nodes[n]["exemplars"][i]]})
-    if bulk:
-        new, other = _new_evidence(draft, discovery, evidence)
-        closeness = (embed(new) @ vectors.T).mean(axis=0)
-        words = distinctive_words(new, other) or words
-    n, i = places[int(closeness.argmax())]
-    if (n, i) == (0, 0) and not bulk:
+    n, i = places[int((embed(evidence) @ vectors.T).mean(axis=0).argmax())]
+    if (n, i) == (0, 0):
         return draft
     exemplars = nodes[n]["exemplars"]
     first = {**nodes[n], "exemplars": [exemplars[i], *exemplars[:i], *exemplars[i + 1 :]]}
-    ordered = [first, *nodes[:n], *nodes[n + 1 :]]
-    restated = concept_statement(draft.direction == "increase", draft.kinds, exemplars[i], len(draft.hits), words)
-    return replace(
-        draft,
-        statement=f"{restated}: {discovery.rates(_positives(draft, discovery), draft.kinds).text(draft.kinds)}",
-        spec={"all": [draft.spec["all"][0], {"any": [{"similar_to": node} for node in ordered]}]},
-        provenance={**draft.provenance, "words": words},
-    )
+    statement = _statement(draft, discovery, exemplars[i], draft.provenance.get("words", []))
+    return replace(draft, statement=statement, spec=_exemplar_spec(draft, [first, *nodes[:n], *nodes[n + 1 :]]))
 
 
 def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
@@ -353,45 +406,12 @@ def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
     return np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
 
 
-def _evidence(draft: Draft, discovery: DiscoverySplit, more: bool = True) -> list[str]:
-    """The evidence sentences of the draft's discovery positives in the checkpoint it has more (`more`) or
-    fewer of."""
+def _evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+    """The evidence sentences of the draft's discovery positives in the checkpoint it has more of."""
     index, segs = discovery.index(draft.kinds)
-    side = index.is_after if (draft.direction == "increase") == more else ~index.is_after
+    side = index.is_after if draft.direction == "increase" else ~index.is_after
     views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & side)])
     return [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
-
-
-def _bulk(draft: Draft, discovery: DiscoverySplit, node: dict[str, Any]) -> bool:
-    """Whether a `similar_to` node alone labels more of the draft's discovery positives in the checkpoint it
-    has fewer of than the labeler's own split between the checkpoints would (one-sided binomial, p < BULK_P):
-    a sentence both checkpoints say, not the change. A broad labeler counts ordinary reasoning in both, and
-    the exemplar most like all it counts can be such a sentence while what grew is another (paraphrased seed
-    59: "So, by the policy, payment must come from the profile." in 94 of the labeler's 193 turns of the
-    checkpoint with more and 66 of its 80 of the other, quoted where re-checking grew)."""
-    index, segs = discovery.index(draft.kinds)
-    positives = _positives(draft, discovery)
-    fewer = (~index.is_after if draft.direction == "increase" else index.is_after)[positives]
-    views = discovery.population.views(segs[np.flatnonzero(positives)])
-    threshold = node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
-    matches = SentenceMatcher([(v.kind, v.text) for v in views], discovery.population.embedder, discovery.splitter)
-    hits = np.array([m is not None and m.similarity >= threshold for m in matches.best(node["exemplars"])])
-    if not hits.any():
-        return False
-    test = stats.binomtest(int(hits[fewer].sum()), int(hits.sum()), float(fewer.mean()), alternative="greater")
-    return bool(test.pvalue < BULK_P)
-
-
-def _new_evidence(draft: Draft, discovery: DiscoverySplit, evidence: list[str]) -> tuple[list[str], list[str]]:
-    """Of the draft's evidence sentences in the checkpoint it has more of (`evidence`, from `_evidence`), those
-    with no paraphrase (cosine at least DEFAULT_MIN_SIMILARITY) among its evidence in the other one (all of
-    them when each has one), and that other evidence: what changed, and what it changed from."""
-    fewer = _evidence(draft, discovery, more=False)
-    if not fewer:
-        return evidence, fewer
-    embed = discovery.population.embedder.embed
-    new = (embed(evidence) @ embed(fewer).T).max(axis=1) < DEFAULT_MIN_SIMILARITY
-    return ([s for s, n in zip(evidence, new, strict=True) if n] if new.any() else evidence), fewer
 
 
 def _quote(draft: Draft) -> str | None:

@@ -52,6 +52,9 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         parts.append(f"seed {p['seed']}")
     if p.get("merged"):
         parts.append(f"{len(p['merged'])} narrower or duplicate drafts merged in")
+    if p.get("narrowed"):  # exemplars both checkpoints say, dropped from the labeler (engine.hypotheses.merge)
+        first = line(p["narrowed"][0], QUOTE_CHARS)
+        parts.append(f"{len(p['narrowed'])} exemplar(s) both checkpoints say dropped from the labeler: “{first}”")
     if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
         parts.append("drafted on both folds, tested once")
     if p.get("matched_by"):  # an exemplar labeler's positives by their nearest exemplar (exemplars.matched_by)
