@@ -32,7 +32,7 @@ from engine.hypotheses.statements import concept_statement, distinctive_words
 # other's exemplars: its exemplars are that behaviour in the other's words, and a labeler matches most of its
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
-BULK_P = 0.05  # an exemplar leaning to the checkpoint with fewer, at this level over a labeler's exemplars
+LEANING_P = 0.05  # an exemplar leaning to the checkpoint with fewer, at this level over a labeler's exemplars
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 CARRIED = "true of the messages holding this finding's segments"
 EXPLAINED = "change explained by this finding"
@@ -299,7 +299,7 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     words those that set what it still counts apart from what the other checkpoint says (`_said_by_fewer`; its
     source's words described what it no longer counts). Such an exemplar's matches among the draft's discovery
     positives lie in the checkpoint it has fewer of more often than the labeler's own split would (one-sided
-    binomial, p below BULK_P over its exemplars). Joined wordings and broad sources bring ordinary sentences
+    binomial, p below LEANING_P over its exemplars). Joined wordings and broad sources bring ordinary sentences
     into a labeler, which then counts them in both checkpoints and can quote one (paraphrased seed 59: "So, by
     the policy, payment must come from the profile." in 94 of the labeler's 193 turns of the checkpoint with
     more and 66 of its 80 of the other, quoted where re-checking grew; without it the labeler counts 169
@@ -312,7 +312,7 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     fewer = (~index.is_after if draft.direction == "increase" else index.is_after)[positives]
     views = discovery.population.views(segs[np.flatnonzero(positives)])
     matches = SentenceMatcher([(v.kind, v.text) for v in views], discovery.population.embedder, discovery.splitter)
-    level = BULK_P / sum(len(n["exemplars"]) for n in nodes)
+    level = LEANING_P / sum(len(n["exemplars"]) for n in nodes)
     kept: list[dict[str, Any]] = []
     dropped: list[str] = []
     for node in nodes:
