@@ -369,6 +369,23 @@ def test_a_change_the_other_findings_explain_is_their_side_effect() -> None:
     assert PLAIN_DISCOVERY.z_among(length, frozenset(), False) >= 2.0  # it was a change before the concept explained it
 
 
+def test_a_broad_finding_whose_turns_grew_too_does_not_keep_a_side_effect_apart() -> None:
+    """As above, beside a broad draft that holds the concept's turns and others of both checkpoints (an
+    ordinary sentence's labeler, with a change of its own): the turns grew inside it too, so with it the
+    others explain nothing; without it the concept explains the length change (paraphrased seed 431's
+    "Length: 10-49 words: 90% -> 77%" was validated beside the planted findings)."""
+    concept = labelled('More turns like "re-check"', EXEMPLAR, 5.0, reasoning_ids(True, lambda i: i % 2 == 1))
+    broad_ids = reasoning_ids(True, lambda i: i < 28 if i % 2 else i < 40) | reasoning_ids(False, lambda i: i % 6 == 0)
+    broad = labelled('More turns like "the policy says"', {"similar_to": {"exemplars": ["y"]}}, 4.0, broad_ids)
+    short = reasoning_ids(False, lambda i: True) | reasoning_ids(True, lambda i: i % 2 == 0)
+    length = labelled("Length: 10-49 words", {"structural": "len"}, 7.0, short, "decrease")
+    own = labelled("Apologises", {"structural": "sorry"}, 3.0, reasoning_ids(False, lambda i: i % 2 == 0), "decrease")
+    assert PLAIN_DISCOVERY.z_among(length, broad.hits, True) >= 2.0  # the length change is inside the broad one too
+    kept = merge_near_duplicates([length, own, concept, broad], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [broad.statement, concept.statement, own.statement]
+    assert [m["statement"] for m in kept[1].provenance["side_effects"]] == [length.statement]
+
+
 def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_path) -> None:
     from engine.hypotheses.draft import draft_all
     from engine.llm.fake import FakeLLMClient

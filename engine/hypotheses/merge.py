@@ -488,14 +488,17 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
         outer: list[Draft] = []
         for k in others:
             (nested if mostly_inside(len(k.hits & draft.hits), len(k.hits)) else outer).append(k)
+        # Of the rest, those among whose segments the draft has no change of its own explain it without the
+        # others: a broad draft's turns hold every planted sentence, so turns grow inside it too.
+        quiet = [k for k in outer if discovery.z_among(draft, k.hits, True) < MIN_Z]
         explaining = next(
-            (group for group in (outer, nested)
+            (group for group in (outer, nested, quiet if len(quiet) < len(outer) else [])
              if group and discovery.explained(draft, frozenset().union(*(k.hits for k in group)))),
             None,
         )  # fmt: skip
         if explaining is not None:
             main = min(explaining, key=lambda k: discovery.z_among(draft, k.hits, False))
-            if explaining is outer and _cause_of(draft, main, discovery):
+            if explaining is not nested and _cause_of(draft, main, discovery):
                 effects = [_absorbed(main, EXPLAINED + INSIDE), *main.provenance["side_effects"]]
                 draft.provenance["side_effects"] += effects
                 kept.remove(main)
