@@ -285,12 +285,14 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
     """The kept draft with another wording of its behaviour: its labeler becomes either's exemplars (`any`)
     when that separates the discovery checkpoints better (`_relabelled`); else the wording is only its
     provenance."""
-    joined = _relabelled(kept, similar_nodes(kept.spec) + similar_nodes(wording.spec), discovery)
+    nodes = similar_nodes(kept.spec) + similar_nodes(wording.spec)
+    joined = _relabelled(kept, nodes, discovery)
     if joined is None:
         kept.provenance["merged"].append(_absorbed(wording, relation))
         return kept
+    statement = _statement(joined, discovery, nodes[0]["exemplars"][0], kept.provenance.get("words", []))
     merged = [*kept.provenance["merged"], _absorbed(wording, f"{relation}, its exemplars joined")]
-    return replace(joined, provenance={**kept.provenance, "merged": merged})
+    return replace(joined, statement=statement, provenance={**kept.provenance, "merged": merged})
 
 
 def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
@@ -348,19 +350,17 @@ def _said_by_fewer(draft: Draft, discovery: DiscoverySplit) -> list[str]:
 
 
 def _relabelled(draft: Draft, nodes: list[dict[str, Any]], discovery: DiscoverySplit) -> Draft | None:
-    """The exemplar draft labelled by `nodes` (`any` of them), with its discovery labels, delta and z recounted
-    and its statement restated with the first exemplar, when that separates the discovery checkpoints better
-    (higher z); else None."""
+    """The exemplar draft labelled by `nodes` (`any` of them), its discovery labels, delta and z recounted (its
+    statement is the caller's to restate), when that separates the discovery checkpoints better (higher z);
+    else None."""
     spec = _exemplar_spec(draft, nodes)
     labels, delta, z = discovery.evaluate(discovery.verifier(spec), draft.kinds)
     score = z if draft.direction == "increase" else -z
     if score <= draft.score:
         return None
     index, _ = discovery.index(draft.kinds)
-    relabelled = replace(draft, spec=spec, score=score, discovery_delta=delta,
-                         hits=frozenset(index.segment_ids[labels].tolist()))  # fmt: skip
-    statement = _statement(relabelled, discovery, nodes[0]["exemplars"][0], draft.provenance.get("words", []))
-    return replace(relabelled, statement=statement)
+    hits = frozenset(index.segment_ids[labels].tolist())
+    return replace(draft, spec=spec, score=score, discovery_delta=delta, hits=hits)
 
 
 def _exemplar_spec(draft: Draft, nodes: list[dict[str, Any]]) -> dict[str, Any]:
