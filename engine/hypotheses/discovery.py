@@ -171,6 +171,11 @@ class DiscoverySplit:
             self._next = dict(zip(ids[np.flatnonzero(keep) - 1].tolist(), ids[keep].tolist(), strict=True))
         return frozenset(self._next[s] for s in segments if s in self._next)
 
+    def more_side(self, draft: Draft) -> np.ndarray:
+        """Which discovery segments of the draft's kinds (`index` order) are of the checkpoint it has more of."""
+        index, _ = self.index(draft.kinds)
+        return index.is_after if draft.direction == "increase" else ~index.is_after
+
     def follows(self, draft: Draft, other: Draft) -> bool:
         """Whether the draft's change is what comes after `other`'s positives: of its positives in the
         checkpoint it is more common in, at least half, and at least MIN_LIFT times the share of all that
@@ -182,8 +187,7 @@ class DiscoverySplit:
         if not (draft.hits and after):
             return False
         index, _ = self.index(draft.kinds)
-        more = index.is_after if draft.direction == "increase" else ~index.is_after
-        in_more = frozenset(index.segment_ids[more].tolist())
+        in_more = frozenset(index.segment_ids[self.more_side(draft)].tolist())
         mine = in_more & draft.hits
         share = len(mine & after) / max(len(mine), 1)
         return (

@@ -310,8 +310,8 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     positives = _positives(draft, discovery)
     if not nodes or not positives.any():
         return draft
-    index, segs = discovery.index(draft.kinds)
-    fewer = (~index.is_after if draft.direction == "increase" else index.is_after)[positives]
+    _, segs = discovery.index(draft.kinds)
+    fewer = ~discovery.more_side(draft)[positives]
     views = discovery.population.views(segs[np.flatnonzero(positives)])
     matches = SentenceMatcher([(v.kind, v.text) for v in views], discovery.population.embedder, discovery.splitter)
     level = LEANING_P / sum(len(n["exemplars"]) for n in nodes)
@@ -340,11 +340,10 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
 def _said_by_fewer(draft: Draft, discovery: DiscoverySplit) -> list[str]:
     """Every sentence (`segment_units`) of the discovery segments of the draft's kinds in the checkpoint it has
     fewer of."""
-    index, segs = discovery.index(draft.kinds)
-    side = ~index.is_after if draft.direction == "increase" else index.is_after
+    _, segs = discovery.index(draft.kinds)
     return [
         u
-        for v in discovery.population.views(segs[np.flatnonzero(side)])
+        for v in discovery.population.views(segs[np.flatnonzero(~discovery.more_side(draft))])
         for u in segment_units(v.kind, v.text, discovery.splitter)
     ]
 
@@ -408,9 +407,8 @@ def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
 
 def _evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
     """The evidence sentences of the draft's discovery positives in the checkpoint it has more of."""
-    index, segs = discovery.index(draft.kinds)
-    side = index.is_after if draft.direction == "increase" else ~index.is_after
-    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & side)])
+    _, segs = discovery.index(draft.kinds)
+    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & discovery.more_side(draft))])
     return [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
 
 
