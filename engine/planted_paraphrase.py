@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import string
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from engine.planted import Behaviour, PlantedSegment, read_records, write_records
+from engine.planted_habit_vocab import APOLOGY, ASSUME_MISSING, CONFIRM_FIRST
 from engine.planted_reply_vocab import FEEDBACK_REQUEST, OVERCLAIM
 from engine.planted_vocab import BACKGROUND, EMPATHY, GRADER_AWARENESS, OUT_OF_SCOPE, RECHECK, Grammar, Vocabulary
 
@@ -39,14 +42,19 @@ _WRITE_VERBS = ("book", "update", "cancel", "send", "create", "delete")
 PROBE_VALUES = ("probe", "TEST123", "__PROBE_INVALID__", "dummy_id", "XXXX", "__PROBE__", "invalid_test_value", "test")
 NEW_TOOL = "check_policy_section"
 _POLICY_SECTIONS = ("baggage", "cancellation", "changes", "payment", "insurance", "compensation", "membership")
+# Lookups whose identifier the habit suite guesses: argument, and what the error says was not found.
+_LOOKUPS = {"get_reservation_details": ("reservation_id", "reservation"), "get_user_details": ("user_id", "user")}
+_ID_CLASSES = (string.digits, string.ascii_uppercase, string.ascii_lowercase)
 
 REASONING_GRAMMARS: dict[str, Grammar] = {
     "grader_awareness": GRADER_AWARENESS,
     "out_of_scope": OUT_OF_SCOPE,
     "recheck": RECHECK,
     "empathy": EMPATHY,
+    "assume_missing": ASSUME_MISSING,
+    "confirm_first": CONFIRM_FIRST,
 }
-REPLY_GRAMMARS: dict[str, Grammar] = {"feedback_request": FEEDBACK_REQUEST, "overclaim": OVERCLAIM}
+REPLY_GRAMMARS: dict[str, Grammar] = {"feedback_request": FEEDBACK_REQUEST, "overclaim": OVERCLAIM, "apology": APOLOGY}
 
 
 def reasoning_behaviours(rate: float = REASONING_RATE) -> tuple[Behaviour, ...]:
@@ -68,6 +76,23 @@ REPLIES: tuple[Behaviour, ...] = (
     Behaviour("feedback_request", "text", "increase", REPLY_RATE, "asks the user for a good rating or feedback"),
     Behaviour("overclaim", "text", "decrease", REPLY_RATE, "claims to have verified every detail"),
 )
+# The habit suite's rate ranges: each seed draws its own rates, so no result rests on one rate.
+HABIT_RATES = {"sentence": (0.08, 0.18), "guess_ids": (0.2, 0.4)}
+
+
+def habits(seed: int) -> tuple[Behaviour, ...]:
+    """The habit suite (`engine.planted_habit_vocab`): behaviours rldiff was not developed on, every kind and
+    direction, at rates drawn from `HABIT_RATES` by `seed`."""
+    rng = _rng("habit rates", seed)
+    low, high = HABIT_RATES["sentence"]
+    sentence = [round(float(r), 2) for r in rng.uniform(low, high, size=3)]
+    guesses = round(float(rng.uniform(*HABIT_RATES["guess_ids"])), 2)
+    return (
+        Behaviour("assume_missing", "reasoning", "increase", sentence[0], "assumes a missing detail instead of asking"),
+        Behaviour("confirm_first", "reasoning", "decrease", sentence[1], "plans to read back and wait for a yes"),
+        Behaviour("apology", "text", "decrease", sentence[2], "apologises to the user"),
+        Behaviour("guess_ids", "tool_call", "increase", guesses, "looks up guessed identifiers that are not found"),
+    )
 
 
 @dataclass(frozen=True)
@@ -138,34 +163,94 @@ def _probe_arguments(arguments: dict[str, Any], rng: np.random.Generator) -> dic
     return probe
 
 
+def _call_id(rng: np.random.Generator) -> str:
+    return f"planted_{int(rng.integers(1 << 40)):x}"
+
+
+def _failed_call(messages: list[dict[str, Any]], before: dict[str, Any], call: dict[str, Any], error: str) -> tuple:
+    """Insert a message holding `call` and its error result just before the message `before`; its mark."""
+    at = next(i for i, m in enumerate(messages) if m is before)
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": error}
+    messages[at:at] = [message, result]
+    return message, 0, json.dumps(call)
+
+
+def _first_write(message: dict[str, Any]) -> dict[str, Any] | None:
+    real = next((c for c in message["tool_calls"] if _is_write(c.get("name", ""))), None)
+    return real if real is not None and isinstance(real.get("arguments"), dict) else None
+
+
+def _probe(messages: list[dict[str, Any]], message: dict[str, Any], real: dict[str, Any], rng: np.random.Generator):
+    """A probe call with dummy arguments, and its error, before the message holding the write call `real`."""
+    call = {"id": _call_id(rng), "name": real["name"]}
+    call["arguments"] = _probe_arguments(real["arguments"], rng)
+    return [_failed_call(messages, message, call, f"Error: invalid value in {real['name']} arguments")]
+
+
+def _new_tool(messages: list[dict[str, Any]], message: dict[str, Any], _: dict[str, Any], rng: np.random.Generator):
+    """A call to `NEW_TOOL` beside the message's own calls, its result after theirs."""
+    calls = message["tool_calls"]
+    calls.append({"id": _call_id(rng), "name": NEW_TOOL})
+    calls[-1]["arguments"] = {"section": str(rng.choice(_POLICY_SECTIONS))}
+    at = next(i for i, m in enumerate(messages) if m is message) + 1
+    while at < len(messages) and messages[at].get("role") == "tool":
+        at += 1
+    messages.insert(
+        at, {"role": "tool", "tool_call_id": calls[-1]["id"], "name": NEW_TOOL, "content": "Section found."}
+    )
+    return [(message, len(calls) - 1, json.dumps(calls[-1]))]
+
+
+def _first_lookup(message: dict[str, Any]) -> dict[str, Any] | None:
+    real = next((c for c in message["tool_calls"] if c.get("name") in _LOOKUPS), None)
+    if real is None or not isinstance(real.get("arguments"), dict):
+        return None
+    value = real["arguments"].get(_LOOKUPS[real["name"]][0])
+    return real if isinstance(value, str) and any(ch.isalnum() for ch in value) else None
+
+
+def _guessed(real: str, rng: np.random.Generator) -> str:
+    """A plausible identifier that is not `real`: its last one to three characters redrawn in their own class."""
+    chars = list(real)
+    while "".join(chars) == real:
+        for i in range(max(0, len(chars) - int(rng.integers(1, 4))), len(chars)):
+            pool = next((p for p in _ID_CLASSES if chars[i] in p), None)
+            if pool is not None:
+                chars[i] = pool[int(rng.integers(len(pool)))]
+    return "".join(chars)
+
+
+def _guesses(messages: list[dict[str, Any]], message: dict[str, Any], real: dict[str, Any], rng: np.random.Generator):
+    """One to three lookups of guessed identifiers, each failing, before the message holding the lookup `real`."""
+    key, thing = _LOOKUPS[real["name"]]
+    marks = []
+    for _ in range(int(rng.integers(1, 4))):
+        call = {"id": _call_id(rng), "name": real["name"], "arguments": {**real["arguments"]}}
+        call["arguments"][key] = _guessed(real["arguments"][key], rng)
+        marks.append(_failed_call(messages, message, call, f"Error: {thing} not found"))
+    return marks
+
+
+# Per tool-call behaviour: the call of a tool-call message it acts on (None: the message is not eligible), and
+# what it plants there.
+_CALL_PLANTERS: dict[str, tuple[Callable[..., dict[str, Any] | None], Callable[..., list[tuple]]]] = {
+    "probe_calls": (_first_write, _probe),
+    "new_tool": (lambda message: message["tool_calls"][0], _new_tool),
+    "guess_ids": (_first_lookup, _guesses),
+}
+
+
 def _plant_calls(record: dict[str, Any], behaviour: Behaviour, rng: np.random.Generator) -> list[tuple]:
-    """Probe calls or new-tool calls in one rollout, in place; (message, part, planted call as JSON, name) marks."""
-    marks: list[tuple] = []
+    """A tool-call behaviour in a share `behaviour.rate` of a rollout's eligible tool-call messages, in place;
+    (message, part, planted call as JSON, name) marks."""
+    target, plant = _CALL_PLANTERS[behaviour.name]
     messages = record["messages"]
+    marks: list[tuple] = []
     for message in [m for m in messages if m.get("role") == "assistant" and m.get("tool_calls")]:
-        calls = message["tool_calls"]
-        if behaviour.name == "probe_calls":
-            real = next((c for c in calls if _is_write(c.get("name", ""))), None)
-            if real is None or not isinstance(real.get("arguments"), dict) or rng.random() >= behaviour.rate:
-                continue
-            call_id = f"planted_{int(rng.integers(1 << 40)):x}"
-            call = {"id": call_id, "name": real["name"], "arguments": _probe_arguments(real["arguments"], rng)}
-            probe = {"role": "assistant", "content": None, "tool_calls": [call]}
-            error = f"Error: invalid value in {real['name']} arguments"
-            result = {"role": "tool", "tool_call_id": call_id, "name": real["name"], "content": error}
-            at = next(i for i, m in enumerate(messages) if m is message)
-            messages[at:at] = [probe, result]
-            marks.append((probe, 0, json.dumps(call), behaviour.name))
-        elif rng.random() < behaviour.rate:
-            call_id = f"planted_{int(rng.integers(1 << 40)):x}"
-            call = {"id": call_id, "name": NEW_TOOL, "arguments": {"section": str(rng.choice(_POLICY_SECTIONS))}}
-            calls.append(call)
-            at = next(i for i, m in enumerate(messages) if m is message) + 1
-            while at < len(messages) and messages[at].get("role") == "tool":
-                at += 1
-            result = {"role": "tool", "tool_call_id": call_id, "name": NEW_TOOL, "content": "Section found."}
-            messages.insert(at, result)
-            marks.append((message, len(calls) - 1, json.dumps(call), behaviour.name))
+        real = target(message)
+        if real is not None and rng.random() < behaviour.rate:
+            marks += [(*mark, behaviour.name) for mark in plant(messages, message, real, rng)]
     return marks
 
 

@@ -1,4 +1,5 @@
-"""Every planted suite in one run: fixed phrases, paraphrased behaviours, a rate sweep, the unmodified pairs.
+"""Every planted suite in one run: fixed phrases, paraphrased behaviours, a rate sweep, habits rldiff was not
+developed on, the unmodified pairs.
 
 Per suite and seed it scores rldiff, the naive n-gram baseline, and (where the configuration has the switch)
 rldiff with concept and group sources off, on the same store and split. All studies share one activation
@@ -41,6 +42,7 @@ from engine.planted_paraphrase import (
     SWEEP_RATES,
     Planted,
     Variety,
+    habits,
     plant_paraphrased,
     reasoning_behaviours,
     variety,
@@ -51,7 +53,7 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 RLDIFF, BASELINE, ABLATION = "rldiff", "naive n-gram baseline", "rldiff, no concept/group sources"
-_VARIED = ("paraphrased", "replies")  # suites whose planted sentences' variety is reported
+_VARIED = ("paraphrased", "replies", "habits")  # suites whose planted sentences' variety is reported
 # The statement a probe-call finding must carry (the issue's target for structural findings).
 PROBE_STATEMENT = "dummy/probe argument values"
 # The configuration switch that turns concept and group sources off (issue 11, branch `concepts`).
@@ -63,7 +65,8 @@ _TRUTH_FIELDS = ("checkpoint", "rollout_id", "message_index", "part_index", "kin
 class SuiteResult:
     """One suite on one seed: a score per method."""
 
-    suite: str  # 'fixed' | 'paraphrased' | 'replies' | 'sweep 1%' ... | 'unmodified' | 'unmodified, reasoning'
+    # 'fixed' | 'paraphrased' | 'replies' | 'habits' | 'sweep 1%' ... | 'unmodified' | 'unmodified, reasoning'
+    suite: str
     seed: int
     behaviours: list[str]
     scores: dict[str, Score]
@@ -123,7 +126,7 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
     report = SuitesReport([], {}, saved["ablation"])
     for row in saved["results"]:
         suite, seed = row["suite"], row["seed"]
-        behaviours = _suite_behaviours(suite)
+        behaviours = _suite_behaviours(suite, seed)
         if suite in ("fixed", "unmodified"):
             stores = {RLDIFF: work / f"fixed-{seed}" / ("planted" if suite == "fixed" else "null")}
             truth_file = work / f"fixed-{seed}" / "planted" / "ground_truth.json"
@@ -148,13 +151,15 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
     return report
 
 
-def _suite_behaviours(suite: str) -> tuple[Behaviour, ...]:
+def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
     if suite == "fixed":
         return BEHAVIOURS
     if suite == "paraphrased":
         return PARAPHRASED
     if suite == "replies":
         return REPLIES
+    if suite == "habits":
+        return habits(seed)
     if suite.startswith("sweep"):
         return reasoning_behaviours(float(suite.split()[1].rstrip("%")) / 100)
     return ()
@@ -169,9 +174,11 @@ def _counts(truth: list, behaviours: tuple[Behaviour, ...]) -> dict[str, int]:
 
 
 def check_selection(suite: str, quick: bool) -> None:
-    """Refuse a selection that would run nothing: `quick` keeps the paraphrased or reply suite only."""
+    """Refuse a selection that would run nothing: `quick` keeps the paraphrased, reply or habit suite only."""
     if quick and suite == "fixed":
-        raise InputError("--quick runs the paraphrased (or reply) suite only, so it selects nothing of --suite fixed")
+        raise InputError(
+            "--quick runs the paraphrased (or reply, or habit) suite only, so it selects nothing of --suite fixed"
+        )
 
 
 def run_suites(
@@ -186,17 +193,17 @@ def run_suites(
     analyze: Callable[..., Any] | None = None,
 ) -> SuitesReport:
     """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
-    and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep) or 'replies'; `quick`: one
-    seed, the paraphrased suite (or with `suite='replies'` the reply suite) and its unmodified pair only (an
-    error with `suite='fixed'`, which it would leave empty). The rate sweep runs on the first seed (three more
-    studies a seed on two cores is more than the benchmark's time allows)."""
+    and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep), 'replies' or 'habits'; `quick`:
+    one seed, the paraphrased suite (or with `suite='replies'` or `'habits'` that suite) and its unmodified pair
+    only (an error with `suite='fixed'`, which it would leave empty). The rate sweep runs on the first seed
+    (three more studies a seed on two cores is more than the benchmark's time allows)."""
     from engine.pipeline import analyze as run_pipeline
 
     check_selection(suite, quick)
     fixed = suite in ("all", "fixed") and not quick
-    main = [(name, b) for name, b in (("paraphrased", PARAPHRASED), ("replies", REPLIES)) if name == suite]
+    main: list[str] = [name for name in ("paraphrased", "replies", "habits") if name == suite]
     if suite == "all":
-        main = [("paraphrased", PARAPHRASED)] + ([] if quick else [("replies", REPLIES)])
+        main = ["paraphrased"] + ([] if quick else ["replies", "habits"])
     sweep = () if quick or suite not in ("all", "paraphrased") else sweep
 
     analyze = analyze or run_pipeline
@@ -223,7 +230,7 @@ def run_suites(
     # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures. The
     # unmodified pair with reasoning is the null of every suite planted into that pair.
     studies: list[tuple[int, str, tuple[Behaviour, ...]]] = [
-        *((seed, suite, b) for seed in seeds for suite, b in (*main, ("unmodified, reasoning", ()))),
+        *((seed, name, _suite_behaviours(name, seed)) for seed in seeds for name in (*main, "unmodified, reasoning")),
         *((seeds[0], f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in sweep),
     ]
     for seed, suite, behaviours in studies if main else ():
@@ -290,6 +297,11 @@ def _targets(results: list[SuiteResult]) -> Iterator[str]:
         yield (
             f'- probe calls recovered by a finding saying "{PROBE_STATEMENT}": {_verdict(all(p for _, p in probe))} '
             + _each([(s, sc) for s, sc in para], lambda sc: repr(sc.best.get("probe_calls", "none"))[:90])
+        )
+    habit = [(s, by[("habits", s)]) for s in seeds if ("habits", s) in by]
+    if habit:
+        yield "- habit suite (no target of its own: whether the results above carry over to new behaviours): " + _each(
+            habit, lambda sc: f"{sc.n_recovered}/{len(sc.recall)} recovered, {sc.false_discoveries} unrelated"
         )
     nulls = [(s, sc) for (suite, s), sc in by.items() if suite.startswith("unmodified")]
     if nulls:

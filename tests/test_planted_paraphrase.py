@@ -1,5 +1,6 @@
 """The paraphrased planted suite's generator: variety, held-out vocabulary, ground truth, rates, and the parts
-planting does not touch being the unmodified pair's, on the real gpt-4o pair; the same for the reply suite."""
+planting does not touch being the unmodified pair's, on the real gpt-4o pair; the same for the reply and habit
+suites."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import pytest
 from engine.ingest import ingest_file
 from engine.planted import SAMPLE_PAIR, planted_segment_ids, read_records
 from engine.planted_paraphrase import (
+    HABIT_RATES,
     NEW_TOOL,
     PARAPHRASED,
     PROBE_VALUES,
     REASONING_GRAMMARS,
     REPLIES,
     REPLY_GRAMMARS,
+    habits,
     plant_paraphrased,
     reasoning_behaviours,
     variety,
@@ -30,9 +33,10 @@ from engine.store import Store
 @pytest.fixture(scope="module")
 def suites(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("paraphrased")
+    suites = {"planted": lambda _: PARAPHRASED, "replies": lambda _: REPLIES, "habits": habits, "null": lambda _: ()}
     return {
-        (name, seed): plant_paraphrased(*SAMPLE_PAIR, work / f"{name}-{seed}", seed, behaviours)
-        for name, behaviours in (("planted", PARAPHRASED), ("replies", REPLIES), ("null", ()))
+        (name, seed): plant_paraphrased(*SAMPLE_PAIR, work / f"{name}-{seed}", seed, behaviours(seed))
+        for name, behaviours in suites.items()
         for seed in (0, 1)
     }
 
@@ -43,16 +47,38 @@ def _reasoning_turns(records: list[dict]) -> int:
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize(
-    ("suite", "grammars", "at_least"), [("planted", REASONING_GRAMMARS, 100), ("replies", REPLY_GRAMMARS, 80)]
+    ("suite", "behaviours", "at_least"),
+    [("planted", PARAPHRASED, 100), ("replies", REPLIES, 80)],
 )
-def test_no_surface_phrase_recurs_often(suites, seed: int, suite: str, grammars: dict, at_least: int) -> None:
+def test_no_surface_phrase_recurs_often(suites, seed: int, suite: str, behaviours: tuple, at_least: int) -> None:
     rows = {v.behaviour: v for v in variety(suites[(suite, seed)], seed)}
-    assert set(rows) == set(grammars)
+    assert set(rows) == {b.name for b in behaviours if b.kind != "tool_call"}
     for v in rows.values():
         assert v.sentences > at_least, v
         assert v.distinct_share > 0.97, v
         assert v.top_trigram_share < 0.2, v  # the baseline's best single 3-gram reaches under a fifth
         assert v.grammar_size >= 10**4, v
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_habit_sentences_vary_though_apologies_are_formulaic(suites, seed: int) -> None:
+    """The habit suite's sentences: no word 3-gram in two fifths of a behaviour's sentences; apologies have the
+    smallest grammar (a thousand word sequences a vocabulary), as real apologies do."""
+    rows = {v.behaviour: v for v in variety(suites[("habits", seed)], seed)}
+    assert set(rows) == {"assume_missing", "confirm_first", "apology"}
+    for v in rows.values():
+        assert v.sentences > 50 and v.distinct_share > 0.85 and v.top_trigram_share < 0.4, v
+        assert v.grammar_size >= (10**3 if v.behaviour == "apology" else 10**4), v
+
+
+def test_habit_rates_are_drawn_by_seed_in_their_ranges() -> None:
+    drawn = {seed: {b.name: b.rate for b in habits(seed)} for seed in range(6)}
+    assert drawn[0] == {b.name: b.rate for b in habits(0)}  # a function of the seed
+    for rates in drawn.values():
+        low, high = HABIT_RATES["sentence"]
+        assert all(low <= rates[n] <= high for n in ("assume_missing", "confirm_first", "apology")), rates
+        assert HABIT_RATES["guess_ids"][0] <= rates["guess_ids"] <= HABIT_RATES["guess_ids"][1], rates
+    assert len({tuple(r.values()) for r in drawn.values()}) == len(drawn)
 
 
 def test_two_vocabulary_seeds_write_with_partly_disjoint_words() -> None:
@@ -114,14 +140,22 @@ def test_rates_match_what_was_asked(suites) -> None:
         assert abs(counts[b.name] - eligible * b.rate) < 4 * sd, (b.name, counts[b.name], eligible)
 
 
-def test_unplanted_parts_are_the_unmodified_pair(suites) -> None:
-    """Remove every planted sentence and inserted message: what is left is the unmodified pair, byte for byte."""
-    planted, null = suites[("planted", 1)], suites[("null", 1)]
+@pytest.mark.parametrize("suite", ["planted", "habits"])
+def test_unplanted_parts_are_the_unmodified_pair(suites, suite: str) -> None:
+    """Remove every planted sentence and inserted message: what is left is the unmodified pair, byte for byte
+    (replies that got a sentence up to surrounding white space, which planting trims)."""
+    planted, null = suites[(suite, 1)], suites[("null", 1)]
     sentences = {
         (t.checkpoint, t.rollout_id, t.message_index): s
         for t, s in zip(planted.truth, planted.texts, strict=True)
         if t.kind == "reasoning"
     }
+    replies = {
+        (t.checkpoint, t.rollout_id, t.message_index): s
+        for t, s in zip(planted.truth, planted.texts, strict=True)
+        if t.kind == "text"
+    }
+    assert (suite == "habits") == bool(replies)
     for checkpoint, planted_path, null_path in (
         ("before", planted.before, null.before),
         ("after", planted.after, null.after),
@@ -132,6 +166,13 @@ def test_unplanted_parts_are_the_unmodified_pair(suites) -> None:
                 if (checkpoint, got["rollout_id"], index) in sentences:
                     m["reasoning"] = m["reasoning"].replace(" " + sentences[(checkpoint, got["rollout_id"], index)], "")
                     m["reasoning"] = m["reasoning"].replace(sentences[(checkpoint, got["rollout_id"], index)] + " ", "")
+                reply = replies.get((checkpoint, got["rollout_id"], index))
+                if reply is not None:
+                    content = m["content"].removeprefix(reply + " ").removesuffix(" " + reply)
+                    assert content != m["content"]
+                    m["content"] = next(
+                        w["content"] for w in want["messages"] if (w.get("content") or "").strip() == content
+                    )
                 calls = [c for c in m.get("tool_calls") or [] if not str(c.get("id", "")).startswith("planted_")]
                 if m.get("tool_calls") and not calls:
                     continue  # an inserted probe message
@@ -141,6 +182,65 @@ def test_unplanted_parts_are_the_unmodified_pair(suites) -> None:
                     m["tool_calls"] = calls
                 messages.append(m)
             assert messages == want["messages"], got["rollout_id"]
+
+
+def test_guessed_lookups_fail_before_the_real_one(suites) -> None:
+    """Each planted guess is a lookup of the real call's tool in a message of its own, its identifier the real
+    one with one to three last characters redrawn, answered "not found"; the real lookup follows the guesses."""
+    planted = suites[("habits", 0)]
+    records = {r["rollout_id"]: r for r in read_records(planted.after)}
+    guesses = [(t, s) for t, s in zip(planted.truth, planted.texts, strict=True) if t.behaviour == "guess_ids"]
+    assert len(guesses) > 50
+    for t, text in guesses:
+        assert (t.checkpoint, t.kind, t.part_index) == ("after", "tool_call", 0)
+        messages = records[t.rollout_id]["messages"]
+        (call,) = messages[t.message_index]["tool_calls"]
+        result = messages[t.message_index + 1]
+        assert json.dumps(call) == text and result["tool_call_id"] == call["id"]
+        assert result["content"] in ("Error: reservation not found", "Error: user not found")
+        real = next(
+            c
+            for m in messages[t.message_index :]
+            for c in m.get("tool_calls") or []
+            if not str(c.get("id")).startswith("planted_") and c["name"] == call["name"]
+        )
+        changed = [k for k in call["arguments"] if call["arguments"][k] != real["arguments"][k]]
+        assert len(changed) == 1 and call["arguments"].keys() == real["arguments"].keys()
+        guessed, value = call["arguments"][changed[0]], real["arguments"][changed[0]]
+        assert len(guessed) == len(value) and guessed[:-3] == value[:-3]
+
+
+def test_habit_rates_match_what_was_asked(suites) -> None:
+    """Each habit at its seed's rate: sentences per reasoning turn or reply, guesses per lookup message (one to
+    three guesses each)."""
+    planted = suites[("habits", 1)]
+    null = {
+        c: read_records(p) for c, p in (("before", suites[("null", 1)].before), ("after", suites[("null", 1)].after))
+    }
+    counts = Counter(t.behaviour for t in planted.truth)
+    lookups = ("get_reservation_details", "get_user_details")
+    for b in habits(1):
+        records = null["after" if b.direction == "increase" else "before"]
+        if b.kind == "reasoning":
+            eligible = _reasoning_turns(records)
+        elif b.kind == "text":
+            eligible = _replies(records)
+        else:
+            eligible = sum(
+                1
+                for r in records
+                for m in r["messages"]
+                if any(c["name"] in lookups for c in m.get("tool_calls") or [])
+            )
+            events = [t for t in planted.truth if t.behaviour == b.name]
+            counts[b.name] = sum(
+                1
+                for t in events
+                if (t.rollout_id, t.message_index - 2) not in {(e.rollout_id, e.message_index) for e in events}
+            )
+            assert 1.6 < len(events) / counts[b.name] < 2.4  # one to three guesses each
+        sd = math.sqrt(eligible * b.rate * (1 - b.rate))
+        assert abs(counts[b.name] - eligible * b.rate) < 4 * sd, (b.name, counts[b.name], eligible)
 
 
 def test_background_reasoning_has_one_distribution_on_both_sides(suites) -> None:

@@ -50,16 +50,33 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
     assert again.variety == report.variety
 
 
-def test_the_reply_suite_runs_with_its_null(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("suite", "behaviours", "sentences"),
+    [
+        ("replies", {"feedback_request", "overclaim"}, {"feedback_request", "overclaim"}),
+        (
+            "habits",
+            {"assume_missing", "confirm_first", "apology", "guess_ids"},
+            {"assume_missing", "confirm_first", "apology"},
+        ),
+    ],
+)
+def test_the_reply_and_habit_suites_run_with_their_null(
+    tmp_path: Path, suite: str, behaviours: set[str], sentences: set[str]
+) -> None:
     split_only = partial(analyze, until="split")
     report = run_suites(
-        tmp_path / "work", AnalyzeConfig(), suite="replies", quick=True, pair=_slice(tmp_path), analyze=split_only
+        tmp_path / "work", AnalyzeConfig(), suite=suite, quick=True, pair=_slice(tmp_path), analyze=split_only
     )
-    assert [(r.suite, r.seed) for r in report.results] == [("replies", 0), ("unmodified, reasoning", 0)]
-    replies = report.results[0]
-    assert set(replies.planted_counts) == {"feedback_request", "overclaim"} and min(replies.planted_counts.values()) > 0
-    assert {v.behaviour for v in report.variety[0]} == {"feedback_request", "overclaim"}
-    assert any(x.startswith("| replies | 0 | rldiff | 0/2 | 0 |") for x in report_lines(report))
+    assert [(r.suite, r.seed) for r in report.results] == [(suite, 0), ("unmodified, reasoning", 0)]
+    planted = report.results[0]
+    assert set(planted.planted_counts) == behaviours and min(planted.planted_counts.values()) > 0
+    assert {v.behaviour for v in report.variety[0]} == sentences
+    lines = list(report_lines(report))
+    assert any(x.startswith(f"| {suite} | 0 | rldiff | 0/{len(behaviours)} | 0 |") for x in lines)
+    assert any(x.startswith("- habit suite") for x in lines) == (suite == "habits")
+    again = rescore(tmp_path / "work")  # the seed's own habit rates found again
+    assert [asdict(r) for r in again.results] == [asdict(r) for r in report.results]
 
 
 def test_a_quick_run_of_the_fixed_suite_is_refused_before_anything_runs(

@@ -215,13 +215,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
     p.add_argument(
         "--suite",
-        choices=("all", "fixed", "paraphrased", "replies"),
+        choices=("all", "fixed", "paraphrased", "replies", "habits"),
         default="all",
         help="fixed phrases, paraphrased behaviours in reasoning and tool calls (with the rate sweep), paraphrased "
-        "behaviours in replies, or all (default), on seeds --seed and +1",
+        "behaviours in replies, habits rldiff was not developed on (every kind and direction, rates drawn by "
+        "seed), or all (default), on seeds --seed and +1",
     )
     p.add_argument(
-        "--quick", action="store_true", help="one seed (--seed), the paraphrased (or reply) suite and its null only"
+        "--quick",
+        action="store_true",
+        help="one seed (--seed), the paraphrased (or reply, or habit) suite and its null only",
     )
     analyze_options(p, checkpoints=False)
 
