@@ -511,8 +511,9 @@ def test_probe_writes_become_one_validated_structural_finding(tmp_path) -> None:
         assert '{"structural": "tool_call:write_with_probe"}' in probes[0]["spec"]
 
 
-def two_calls_population() -> Population:
-    """Each rollout: a reasoning turn, then two tool calls (ids 3*key .. 3*key+2)."""
+def two_calls_population(names: Callable[[int, bool, int], list[str]] = lambda j, after, i: []) -> Population:
+    """Each rollout: a reasoning turn, then two tool calls (ids 3*key .. 3*key+2); segment j of rollout i of a
+    checkpoint has the structural features `names(j, after, i)`."""
     rows, rollouts = [], []
     for key in range(2 * N):
         checkpoint = "after" if key >= N else "before"
@@ -520,8 +521,28 @@ def two_calls_population() -> Population:
         for j, kind in enumerate(("reasoning", "tool_call", "tool_call")):
             rows.append({"segment_id": 3 * key + j, "rollout_key": key, "kind": kind, "text": "x",
                          "tool_name": "update_order" if j else None, "tool_args": "{}" if j else None,
-                         "checkpoint": checkpoint, "task_id": str(key % 10), "structural": []})  # fmt: skip
+                         "checkpoint": checkpoint, "task_id": str(key % 10),
+                         "structural": names(j, key >= N, key % N)})  # fmt: skip
     return Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
+
+
+def test_a_structural_cluster_of_failures_and_their_retries_drafts_the_failures() -> None:
+    """Guessed identifiers fail and the tool is called again (habit suite, seed 1): error results and retries
+    after an error cluster, and the retries, which ordinary failures rarely bring, separate the checkpoints
+    better; but each is the call after a failed one, so the cluster is drafted as the failures, their cause."""
+
+    def names(j: int, after: bool, i: int) -> list[str]:
+        if j == 1 and ((after and i < 20) or i % 15 == 1):
+            return ["tool_result:error"]
+        return ["tool_call:retry_after_error"] if j == 2 and after and i < 20 else []
+
+    discovery = DiscoverySplit(two_calls_population(names))
+    cluster = source("tool_call", ("tool_call:retry_after_error", "tool_result:error"), ("structural", "structural"))
+    retry = extractive_draft(source("tool_call", ("tool_call:retry_after_error",), ("structural",)), set(), discovery)
+    draft = extractive_draft(cluster, set(), discovery)
+    assert retry is not None and draft is not None and retry.score > draft.score
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_result:error"}]}
+    assert draft.provenance["co_firing"] == ["calls a tool again after its previous call to that tool failed"]
 
 
 def calls(position: int, keep: Callable[[int], bool], after: bool = True) -> frozenset[int]:

@@ -129,7 +129,9 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. A
     narrower member whose messages carry the best one's change (`DiscoverySplit.carried_by`) is drafted
     instead: a new tool called beside other calls, not "one of several tool calls in one message", which its
-    calls make true of every call they join. The others are kept in `provenance.co_firing`. A cluster's
+    calls make true of every call they join. A member that follows another in sequence (`DiscoverySplit.follows`:
+    calls made again after a failed one, when guessed identifiers fail) gives way to it, as a side effect gives
+    way to its cause (`merge`). The others are kept in `provenance.co_firing`. A cluster's
     other members (SAE latents that fire with the fact) are not facts: they name no structural labeler."""
     names = [n for n, origin in zip(source.names, source.origins, strict=True) if origin == "structural"]
 
@@ -151,6 +153,7 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     if not drafted:
         return None
     best = max(drafted, key=lambda d: d.score)
+    best = next((d for d in drafted if d is not best and discovery.follows(best, d)), best)
     carriers = [d for d in drafted if d is not best and discovery.carried_by(best, d)]
     return max(carriers, key=lambda d: d.score, default=best)
 
