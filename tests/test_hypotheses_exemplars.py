@@ -338,5 +338,66 @@ def test_several_stock_exemplars_do_not_hide_one_another() -> None:
     more = np.concatenate([np.arange(n) < k for n, k in counts])
     owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
     matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
-    stray = _strays(matched, more, np.ones(more.size))
+    stray = _strays(matched, more, np.ones(more.size), np.eye(matched.shape[1]))  # fifteen distinct sentences
     assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
+
+
+def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:
+    """Nine wordings of one stock sentence (cosine 0.9 to one another) match the same segments, half of them of
+    each checkpoint, beside a behaviour's five exemplars all of the checkpoint with more. Each wording tested
+    against the others (its near-copies among them) stands out from nothing; tested as one sentence, all nine
+    go and no behaviour exemplar does. Nine distinct sentences matching those segments stay nine tests."""
+    behaviour = [(6, 6)] * 5
+    stock = (80, 40)  # one set of segments, matched by every wording
+    quiet = (300, 120)
+    more = np.concatenate([np.arange(n) < k for n, k in [*behaviour, stock, quiet]])
+    owner = np.repeat(np.arange(len(behaviour) + 2), [n for n, _ in [*behaviour, stock, quiet]])
+    matched = np.column_stack([owner == j for j in range(len(behaviour))] + [owner == len(behaviour)] * 9)
+    wordings = np.zeros((14, 15))
+    wordings[:5, :5] = np.eye(5)
+    wordings[5:, 5] = 0.9**0.5
+    wordings[5:, 6:] = np.eye(9) * 0.1**0.5  # each wording: cosine 0.9 with the others
+    assert _strays(matched, more, np.ones(more.size), wordings).tolist() == [False] * 5 + [True] * 9
+    assert not _strays(matched, more, np.ones(more.size), np.eye(14)).any()
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_stock_sentence_dropped_from_the_exemplars_is_not_matched_again_with_minilm(tmp_path) -> None:
+    """A latent fires on a policy sentence both checkpoints say (nine wordings, in 40 turns of each) and on a
+    new habit about the same thing (assuming a missing payment method, in 30 turns of the checkpoint with
+    more; habit suite seed 0). Told the checkpoints, the fit drops the stock wordings, and its threshold is
+    fitted with the turns they carried as segments not to match: fitted as the feature's own firing, they
+    pulled it down (0.69 -> 0.51 there) until the habit's exemplars matched the policy sentence again."""
+    from engine.features.sentences import split_sentences
+
+    embedder = minilm(tmp_path)
+    openers = ["", "Note: ", "Also, ", "Per policy, ", "Right, ", "Worth noting: ", "Okay, ", "So, ", "Again, "]
+    stock = [f"{o}{'t' if o else 'T'}he rules say payment must come from the profile." for o in openers]
+    habit = [
+        f"The {who} {never} the payment method, so I'll {take} {guess} instead of asking."
+        for who, never, take, guess in zip(
+            ["user", "customer", "traveller", "caller", "passenger"] * 6,
+            ["never mentioned", "didn't give", "left out", "forgot", "skipped", "omitted"] * 5,
+            ["assume", "pick", "go with", "default to", "fill in"] * 6,
+            ["the card on file", "the cheapest option", "the usual default", "whatever fits", "the first card"] * 6,
+            strict=True,
+        )
+    ]
+    firing = [(f"{ORDINARY[i % 8]} {s}", i % 2 == 0) for i, s in enumerate(stock * 9)][:80]
+    firing += [(f"{ORDINARY[i % 8]} {s}", True) for i, s in enumerate(habit)]
+    quiet = [(f"{a} {b}", i % 2 == 0) for i, (a, b) in enumerate((a, b) for a in ORDINARY for b in ORDINARY if a != b)]
+    segments = [("reasoning", text) for text, _ in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    more = np.array([after for _, after in firing + quiet])
+    [told] = fit_exemplars(segments, fires, habit[:3], embedder, split_sentences, more=more)
+    assert told.texts and set(told.texts) <= set(habit)
+    turns = [
+        SegmentView(i, "reasoning", f"The user wants a refund. {s}")
+        for i, s in enumerate(
+            [
+                "By the policy, payment must come from the profile.",
+                "The user hasn't told me the payment method, so I will assume the card on file.",
+            ]
+        )
+    ]
+    assert [v.label for v in verifier(told.node(), embedder).label_all(turns)] == [False, True]

@@ -29,6 +29,7 @@ MAX_EXEMPLARS = 16  # a labeler is a few representative sentences; more is a vec
 MAX_EXEMPLAR_CHARS = 500  # about two sentences: a longer exemplar's embedding averages several ideas
 DEFAULT_MIN_SIMILARITY = 0.7  # MiniLM cosine at which paraphrases of one sentence usually still meet
 MIN_CHOSEN_SIMILARITY = 0.3  # a fitted threshold is never below this: it would match most text
+SAME_SENTENCE = 0.8  # MiniLM cosine of one sentence's wordings (openers, verbs); paraphrases sit at 0.4-0.6
 SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (tool calls) are one unit
 # Segments whose units are memoised: both splits of a large study (the demo has about 2,500 segments); a
 # longer-lived process (TUI, MCP) evicts the least recently used.
@@ -278,42 +279,80 @@ class _Carriers:
         nearest = np.bincount(within[:, picked].argmax(axis=1), minlength=len(picked))
         chosen = part[[picked[i] for i in np.argsort(-nearest, kind="stable")]]
         threshold, f1, matched = self._threshold(chosen, positive)
-        own = ~_strays(matched, self.more, self.weight) if self.more is not None else np.ones(len(chosen), dtype=bool)
+        own = (
+            ~_strays(matched, self.more, self.weight, self.vectors[chosen])
+            if self.more is not None
+            else np.ones(len(chosen), dtype=bool)
+        )
         if own.any() and not own.all():
+            # The segments a stray carries (their carrier nearest to it) are what the labeler must not count:
+            # fitted as positives they would pull the threshold down until the others match them again.
+            rows = np.flatnonzero(positive)
+            nearest = (self.vectors[self.belongs[rows]] @ self.vectors[chosen].T).argmax(axis=1)
+            strayed = np.zeros(self.n, dtype=bool)
+            strayed[rows[~own[nearest]]] = True
             chosen = chosen[own]
-            threshold, f1, _ = self._threshold(chosen, positive)
+            threshold, f1, _ = self._threshold(chosen, positive & ~strayed, strayed)
         found = Exemplars([self.unique[i] for i in chosen], threshold, f1) if f1 > 0.0 else None
         return _Fit(found, int(positive.sum()))
 
-    def _threshold(self, chosen: np.ndarray, positive: np.ndarray) -> tuple[float, float, np.ndarray]:
+    def _threshold(
+        self, chosen: np.ndarray, positive: np.ndarray, strayed: np.ndarray | None = None
+    ) -> tuple[float, float, np.ndarray]:
         """The best-F1 threshold of exemplars `chosen` (text rows) against the part's segments (`positive`)
-        and the quiet ones, its F1, and which segments each exemplar matches at it."""
+        and the quiet ones (and the `strayed` segments, each standing for itself), its F1, and which segments
+        each exemplar matches at it."""
         unit_sims = (self.vectors @ self.vectors[chosen].T)[self.index]
         for j, text in enumerate(chosen):  # leave one out: an exemplar does not vouch for its own segment
             unit_sims[(self.index == text) & (self.owner == self.first[int(text)]), j] = -1.0
         sims = np.full((self.n, len(chosen)), -1.0)
         np.maximum.at(sims, self.owner, unit_sims)
         score = sims.max(axis=1)
-        weight = self.negative_weight
-        threshold, f1 = best_f1_threshold(score[positive], score[self.quiet], weight)
+        negative = self.quiet if strayed is None else self.quiet | strayed
+        weight = self.weight[negative]
+        threshold, f1 = best_f1_threshold(score[positive], score[negative], weight)
         if threshold < MIN_CHOSEN_SIMILARITY:  # raised to the floor, and its F1 measured there
             threshold = MIN_CHOSEN_SIMILARITY
-            tp, fp = int((score[positive] >= threshold).sum()), weight * int((score[self.quiet] >= threshold).sum())
+            tp, fp = int((score[positive] >= threshold).sum()), float(weight[score[negative] >= threshold].sum())
             f1 = 2 * tp / (tp + fp + int(positive.sum()))
         return threshold, f1, sims >= threshold
 
 
-def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Exemplars (columns of `matched`, segments by exemplars) whose matched segments are of the checkpoint the
-    change claims more of (`more`) significantly less often than the other exemplars' are: a stock sentence
-    both checkpoints say, or another behaviour, among a behaviour's carriers, which would make the labeler fire
-    on every turn that says it. Shares are weighted by `weight` (a sampled quiet segment stands for several).
+def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Exemplars (columns of `matched`, segments by exemplars; their normalised `vectors` as rows) whose matched
+    segments are of the checkpoint the change claims more of (`more`) significantly less often than the other
+    exemplars' are: a stock sentence both checkpoints say, or another behaviour, among a behaviour's carriers,
+    which would make the labeler fire on every turn that says it. Shares are weighted by `weight` (a sampled
+    quiet segment stands for several).
+
+    Wordings of one sentence (cosine >= SAME_SENTENCE, transitively) are tested and dropped as one: each
+    compared with the others, its near-copies among them, stood out from nothing (habit suite seed 0: nine
+    wordings of "payment must come from the profile", said alike by both checkpoints, stayed nine of a
+    labeler's sixteen exemplars beside sentences that assume a missing payment method, and the finding quoted
+    the stock sentence). Paraphrases of a behaviour are further apart (MiniLM 0.4-0.6) and stay apart.
 
     The others are those that lean with the change at all (a higher share than all segments have): a stock
     sentence carries none of it, so it says nothing of the behaviour's share, and a third of a latent's
     carriers being prices listed in both checkpoints must not make the behaviour's own sentences look like
     the norm. Strays are removed one at a time, the most significant first (two-proportion z >= MIN_Z), and
     the others tested again without it."""
+    group = _same_sentence(vectors)
+    grouped = np.stack([matched[:, group == g].any(axis=1) for g in range(group.max() + 1)], axis=1)
+    return _stray_columns(grouped, more, weight)[group]
+
+
+def _same_sentence(vectors: np.ndarray) -> np.ndarray:
+    """A group number per row of normalised `vectors`: rows at cosine >= SAME_SENTENCE, transitively, share
+    one; groups numbered from 0 in order of their first row."""
+    near = vectors @ vectors.T >= SAME_SENTENCE
+    group = np.arange(len(vectors))
+    for j, k in zip(*np.nonzero(np.tril(near, -1)), strict=True):
+        group[group == group[j]] = group[k]
+    return np.unique(group, return_inverse=True)[1]
+
+
+def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """`_strays` over columns as they are (each an exemplar or a group of them)."""
     shares = np.array([(weight * more)[m].sum() / max(weight[m].sum(), 1e-12) for m in matched.T])
     leaning = shares > (weight * more).sum() / weight.sum()
     stray = np.zeros(matched.shape[1], dtype=bool)
@@ -388,15 +427,19 @@ def _normalised(v: np.ndarray) -> np.ndarray:
     return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
-def best_f1_threshold(positive: np.ndarray, negative: np.ndarray, negative_weight: float = 1.0) -> tuple[float, float]:
+def best_f1_threshold(
+    positive: np.ndarray, negative: np.ndarray, negative_weight: float | np.ndarray = 1.0
+) -> tuple[float, float]:
     """The score threshold (match when score >= it) with the best F1 of positives against negatives, halfway
     to the next lower score so that a near paraphrase just below the last positive still matches; ties go
-    to the higher threshold (fewer matches on text unlike the examples)."""
+    to the higher threshold (fewer matches on text unlike the examples). `negative_weight`: the segments
+    each negative stands for, one number for all or one per negative."""
     scores = np.concatenate([positive, negative])
     is_pos = np.r_[np.ones(positive.size, bool), np.zeros(negative.size, bool)]
+    weight = np.r_[np.zeros(positive.size), np.broadcast_to(negative_weight, negative.shape)]
     order = np.argsort(-scores, kind="stable")
     tp = np.cumsum(is_pos[order])
-    fp = np.cumsum(~is_pos[order]) * negative_weight
+    fp = np.cumsum(weight[order])
     f1 = 2 * tp / (tp + fp + positive.size)
     sorted_scores = scores[order]
     last_of_tie = np.r_[sorted_scores[1:] != sorted_scores[:-1], True]
