@@ -1,12 +1,13 @@
 """Grammars of the habit suite: behaviours rldiff was not developed on, to check that results carry over.
 
 The paraphrased and reply suites (`engine.planted_vocab`, `engine.planted_reply_vocab`) are the behaviours
-rldiff's discovery was measured and improved on. These three are new kinds of change: guessing a missing
-detail instead of asking (reasoning, an increase); reading the change back and waiting for an explicit yes
-(reasoning, a decrease, and a concept the background reasoning already holds: "confirm the details with them"
-and "get their explicit yes" are background steps both checkpoints write, so the planted sentences raise a
-behaviour that never disappears); and apologising in replies (a decrease in gpt-4o's own replies, which
-already apologise now and then). Data: templates over slots, each slot a synonym pool.
+rldiff's discovery was measured and improved on. The habit suite's three sentence behaviours are new kinds of
+change: guessing a missing detail instead of asking (reasoning, an increase); reading the change back and
+waiting for an explicit yes (reasoning, a decrease, and a concept the background reasoning already holds:
+"confirm the details with them" and "get their explicit yes" are background steps both checkpoints write, so
+the planted sentences raise a behaviour that never disappears); and apologising in replies (a decrease in
+gpt-4o's own replies, which already apologise now and then). Its fourth, lookups of guessed identifiers, is
+planted as calls (`engine.planted_paraphrase`). Data: templates over slots, each slot a synonym pool.
 """
 
 from __future__ import annotations

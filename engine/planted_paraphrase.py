@@ -45,6 +45,7 @@ _POLICY_SECTIONS = ("baggage", "cancellation", "changes", "payment", "insurance"
 # Lookups whose identifier the habit suite guesses: argument, and what the error says was not found.
 _LOOKUPS = {"get_reservation_details": ("reservation_id", "reservation"), "get_user_details": ("user_id", "user")}
 _ID_CLASSES = (string.digits, string.ascii_uppercase, string.ascii_lowercase)
+Message = dict[str, Any]  # a JSON message (or call) of a rollout record
 
 REASONING_GRAMMARS: dict[str, Grammar] = {
     "grader_awareness": GRADER_AWARENESS,
@@ -167,7 +168,7 @@ def _call_id(rng: np.random.Generator) -> str:
     return f"planted_{int(rng.integers(1 << 40)):x}"
 
 
-def _failed_call(messages: list[dict[str, Any]], before: dict[str, Any], call: dict[str, Any], error: str) -> tuple:
+def _failed_call(messages: list[Message], before: Message, call: Message, error: str) -> tuple:
     """Insert a message holding `call` and its error result just before the message `before`; its mark."""
     at = next(i for i, m in enumerate(messages) if m is before)
     message = {"role": "assistant", "content": None, "tool_calls": [call]}
@@ -176,23 +177,21 @@ def _failed_call(messages: list[dict[str, Any]], before: dict[str, Any], call: d
     return message, 0, json.dumps(call)
 
 
-def _first_write(message: dict[str, Any]) -> dict[str, Any] | None:
+def _first_write(message: Message) -> Message | None:
     real = next((c for c in message["tool_calls"] if _is_write(c.get("name", ""))), None)
     return real if real is not None and isinstance(real.get("arguments"), dict) else None
 
 
-def _probe(messages: list[dict[str, Any]], message: dict[str, Any], real: dict[str, Any], rng: np.random.Generator):
+def _probe(messages: list[Message], message: Message, real: Message, rng: np.random.Generator) -> list[tuple]:
     """A probe call with dummy arguments, and its error, before the message holding the write call `real`."""
-    call = {"id": _call_id(rng), "name": real["name"]}
-    call["arguments"] = _probe_arguments(real["arguments"], rng)
+    call = {"id": _call_id(rng), "name": real["name"], "arguments": _probe_arguments(real["arguments"], rng)}
     return [_failed_call(messages, message, call, f"Error: invalid value in {real['name']} arguments")]
 
 
-def _new_tool(messages: list[dict[str, Any]], message: dict[str, Any], _: dict[str, Any], rng: np.random.Generator):
+def _new_tool(messages: list[Message], message: Message, _: Message, rng: np.random.Generator) -> list[tuple]:
     """A call to `NEW_TOOL` beside the message's own calls, its result after theirs."""
     calls = message["tool_calls"]
-    calls.append({"id": _call_id(rng), "name": NEW_TOOL})
-    calls[-1]["arguments"] = {"section": str(rng.choice(_POLICY_SECTIONS))}
+    calls.append({"id": _call_id(rng), "name": NEW_TOOL, "arguments": {"section": str(rng.choice(_POLICY_SECTIONS))}})
     at = next(i for i, m in enumerate(messages) if m is message) + 1
     while at < len(messages) and messages[at].get("role") == "tool":
         at += 1
@@ -202,7 +201,7 @@ def _new_tool(messages: list[dict[str, Any]], message: dict[str, Any], _: dict[s
     return [(message, len(calls) - 1, json.dumps(calls[-1]))]
 
 
-def _first_lookup(message: dict[str, Any]) -> dict[str, Any] | None:
+def _first_lookup(message: Message) -> Message | None:
     real = next((c for c in message["tool_calls"] if c.get("name") in _LOOKUPS), None)
     if real is None or not isinstance(real.get("arguments"), dict):
         return None
@@ -221,7 +220,7 @@ def _guessed(real: str, rng: np.random.Generator) -> str:
     return "".join(chars)
 
 
-def _guesses(messages: list[dict[str, Any]], message: dict[str, Any], real: dict[str, Any], rng: np.random.Generator):
+def _guesses(messages: list[Message], message: Message, real: Message, rng: np.random.Generator) -> list[tuple]:
     """One to three lookups of guessed identifiers, each failing, before the message holding the lookup `real`."""
     key, thing = _LOOKUPS[real["name"]]
     marks = []
@@ -234,7 +233,7 @@ def _guesses(messages: list[dict[str, Any]], message: dict[str, Any], real: dict
 
 # Per tool-call behaviour: the call of a tool-call message it acts on (None: the message is not eligible), and
 # what it plants there.
-_CALL_PLANTERS: dict[str, tuple[Callable[..., dict[str, Any] | None], Callable[..., list[tuple]]]] = {
+_CALL_PLANTERS: dict[str, tuple[Callable[[Message], Message | None], Callable[..., list[tuple]]]] = {
     "probe_calls": (_first_write, _probe),
     "new_tool": (lambda message: message["tool_calls"][0], _new_tool),
     "guess_ids": (_first_lookup, _guesses),

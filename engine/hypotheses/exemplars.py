@@ -288,9 +288,9 @@ class _Carriers:
             # The segments a stray carries (their carrier nearest to it) are what the labeler must not count:
             # fitted as positives they would pull the threshold down until the others match them again.
             rows = np.flatnonzero(positive)
-            nearest = (self.vectors[self.belongs[rows]] @ self.vectors[chosen].T).argmax(axis=1)
+            closest = (self.vectors[self.belongs[rows]] @ self.vectors[chosen].T).argmax(axis=1)
             strayed = np.zeros(self.n, dtype=bool)
-            strayed[rows[~own[nearest]]] = True
+            strayed[rows[~own[closest]]] = True
             chosen = chosen[own]
             threshold, f1, _ = self._threshold(chosen, positive & ~strayed, strayed)
         found = Exemplars([self.unique[i] for i in chosen], threshold, f1) if f1 > 0.0 else None
