@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from scipy.sparse.csgraph import connected_components
 
 from engine.errors import InputError
 from engine.hypotheses.ngrams import MIN_Z
@@ -343,12 +344,8 @@ def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: 
 
 def _same_sentence(vectors: np.ndarray) -> np.ndarray:
     """A group number per row of normalised `vectors`: rows at cosine >= SAME_SENTENCE, transitively, share
-    one; groups numbered from 0 in order of their first row."""
-    near = vectors @ vectors.T >= SAME_SENTENCE
-    group = np.arange(len(vectors))
-    for j, k in zip(*np.nonzero(np.tril(near, -1)), strict=True):
-        group[group == group[j]] = group[k]
-    return np.unique(group, return_inverse=True)[1]
+    one (connected components); groups numbered from 0 in order of their first row."""
+    return connected_components(vectors @ vectors.T >= SAME_SENTENCE, directed=False)[1]
 
 
 def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
