@@ -511,18 +511,21 @@ def test_probe_writes_become_one_validated_structural_finding(tmp_path) -> None:
         assert '{"structural": "tool_call:write_with_probe"}' in probes[0]["spec"]
 
 
-def two_calls_population(names: Callable[[int, bool, int], list[str]] = lambda j, after, i: []) -> Population:
-    """Each rollout: a reasoning turn, then two tool calls (ids 3*key .. 3*key+2); segment j of rollout i of a
-    checkpoint has the structural features `names(j, after, i)`."""
+def calls_population(
+    names: Callable[[int, bool, int], list[str]] = lambda j, after, i: [],
+    n_calls: Callable[[bool, int], int] = lambda after, i: 2,
+) -> Population:
+    """Each rollout: a reasoning turn, then `n_calls(after, i)` tool calls (two by default: segment ids 3*key ..
+    3*key+2); segment j of rollout i of a checkpoint has the structural features `names(j, after, i)`."""
     rows, rollouts = [], []
     for key in range(2 * N):
-        checkpoint = "after" if key >= N else "before"
+        checkpoint, after, i = ("after" if key >= N else "before"), key >= N, key % N
         rollouts.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": str(key % 10), "reward": 1.0})
-        for j, kind in enumerate(("reasoning", "tool_call", "tool_call")):
-            rows.append({"segment_id": 3 * key + j, "rollout_key": key, "kind": kind, "text": "x",
-                         "tool_name": "update_order" if j else None, "tool_args": "{}" if j else None,
-                         "checkpoint": checkpoint, "task_id": str(key % 10),
-                         "structural": names(j, key >= N, key % N)})  # fmt: skip
+        for j in range(1 + n_calls(after, i)):
+            tool = ("update_order", "{}") if j else (None, None)
+            rows.append({"segment_id": len(rows), "rollout_key": key, "kind": "tool_call" if j else "reasoning",
+                         "text": "x", "tool_name": tool[0], "tool_args": tool[1], "checkpoint": checkpoint,
+                         "task_id": str(key % 10), "structural": names(j, after, i)})  # fmt: skip
     return Population(DISCOVERY, "before", "after", pl.DataFrame(rollouts), pl.DataFrame(rows), WordEmbedder())
 
 
@@ -536,13 +539,37 @@ def test_a_structural_cluster_of_failures_and_their_retries_drafts_the_failures(
             return ["tool_result:error"]
         return ["tool_call:retry_after_error"] if j == 2 and after and i < 20 else []
 
-    discovery = DiscoverySplit(two_calls_population(names))
+    discovery = DiscoverySplit(calls_population(names))
     cluster = source("tool_call", ("tool_call:retry_after_error", "tool_result:error"), ("structural", "structural"))
     retry = extractive_draft(source("tool_call", ("tool_call:retry_after_error",), ("structural",)), set(), discovery)
     draft = extractive_draft(cluster, set(), discovery)
     assert retry is not None and draft is not None and retry.score > draft.score
     assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_result:error"}]}
     assert draft.provenance["co_firing"] == ["calls a tool again after its previous call to that tool failed"]
+
+
+def test_a_structural_cluster_is_drafted_as_the_member_that_changes_most_rollouts() -> None:
+    """Guessed lookups fail in a third of the after rollouts; in four of them the guesses push a run of lookups
+    past ten calls (habit suite, seed 2). Counted by calls, the runs' 48 calls outweigh the failures; counted
+    by rollouts, the unit of the deltas stage, the failures are the change, and the cluster is drafted as
+    them."""
+
+    def n_calls(after: bool, i: int) -> int:
+        return 12 if after and i < 4 else 2
+
+    def names(j: int, after: bool, i: int) -> list[str]:
+        run = ["tool_call:enumeration"] if j and after and i < 4 else []
+        return run + (["tool_result:error"] if j == 1 and ((after and i < 20) or i % 30 == 1) else [])
+
+    discovery = DiscoverySplit(calls_population(names, n_calls))
+    members = ("tool_call:enumeration", "tool_result:error")
+    run, errors = (
+        extractive_draft(source("tool_call", (name,), ("structural",)), set(), discovery) for name in members
+    )
+    assert run is not None and errors is not None and run.score > errors.score
+    assert discovery.rollout_z(errors) > discovery.rollout_z(run) >= 2.0
+    draft = extractive_draft(source("tool_call", members, ("structural", "structural")), set(), discovery)
+    assert draft is not None and draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_result:error"}]}
 
 
 def calls(position: int, keep: Callable[[int], bool], after: bool = True) -> frozenset[int]:
@@ -559,7 +586,7 @@ def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
     """The tool is called again after a failed probe call: the retries share no segment with the probes, but
     each is the next call after one, so the retry draft is the probe finding's side effect. A draft as strong
     on calls that follow nothing of it stays its own finding."""
-    discovery = DiscoverySplit(two_calls_population())
+    discovery = DiscoverySplit(calls_population())
     probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
     retry = call_draft("Retry after error", 4.0, calls(2, lambda i: i < 20) | calls(2, lambda i: i < 2, False))
     other = call_draft("Several calls", 3.0, calls(2, lambda i: i >= 40))
@@ -575,7 +602,7 @@ def test_a_broad_change_that_a_narrow_finding_inside_it_explains_is_its_side_eff
     """Probe calls fail: errors rise only because probes were added. The error draft's change is gone outside
     the probe calls, and all of them are errors, so it is the probe finding's side effect. Errors that also
     rise outside the probes stay a finding beside it."""
-    discovery = DiscoverySplit(two_calls_population())
+    discovery = DiscoverySplit(calls_population())
     probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
     errors = call_draft("Error results", 4.0, calls(1, lambda i: i < 26) | calls(1, lambda i: i < 6, False))
     kept = merge_near_duplicates([probe, errors], discovery)
@@ -599,7 +626,7 @@ def test_a_narrow_cause_the_others_explain_only_together_keeps_its_effect_as_sid
     but the probes also rise among the errors: only the union of the errors and a third finding's segments
     (many after-checkpoint calls) explains the probe draft. Tried first, as the narrowest, the probes are the
     cause that stays; the errors go as its side effect, taking with them the retries that follow them."""
-    discovery = DiscoverySplit(two_calls_population())
+    discovery = DiscoverySplit(calls_population())
     probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 10))
     errors = call_draft("Error results", 4.0, calls(1, lambda i: i < 16) | calls(1, lambda i: i < 4, False))
     retry = call_draft("Retry after error", 3.0, calls(2, lambda i: 10 <= i < 16))

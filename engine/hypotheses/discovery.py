@@ -1,14 +1,15 @@
 """What drafting sees of the discovery split (`DiscoverySplit`) and what it makes of a source (`Draft`).
 
 `DiscoverySplit` holds the discovery segments with n-gram indexes per kind set, and the tests drafts are compared
-by: a draft's z among or outside a set of segments, whether other drafts' segments explain its change, whether
-its positives co-occur with another's or follow another's in the same rollout, whether a narrower draft's
-messages carry its change.
+by: a draft's z with rollouts as the units, its z among or outside a set of segments, whether other drafts'
+segments explain its change, whether its positives co-occur with another's or follow another's in the same
+rollout, whether a narrower draft's messages carry its change.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +123,26 @@ class DiscoverySplit:
         a, b = index.is_after, ~index.is_after
         delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
         return hits, float(delta), index.z(hits)
+
+    def rollout_z(self, draft: Draft) -> float:
+        """The draft's discovery z in its direction with rollouts as the units: each rollout's share of its
+        segments of the draft's kinds that the draft labels, compared between the checkpoints by Welch's t (each
+        rollout weighted once, as the deltas stage does). Segment counts treat one rollout's many calls as
+        independent: a habit of ten calls in a few rollouts would outweigh a change in many."""
+        index, segs = self.index(draft.kinds)
+        hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
+        per = (
+            pl.DataFrame({"rollout": segs["rollout_key"], "after": index.is_after, "hit": hits})
+            .group_by("rollout", maintain_order=True)
+            .agg(pl.col("after").first(), pl.col("hit").mean())
+        )
+        after, before = (per.filter(pl.col("after") == side)["hit"].to_numpy() for side in (True, False))
+        if min(after.size, before.size) < 2:
+            return 0.0
+        se = math.sqrt(after.var(ddof=1) / after.size + before.var(ddof=1) / before.size)
+        diff = after.mean() - before.mean()
+        t = diff / se if se > 0 else math.copysign(math.inf, diff) if diff else 0.0
+        return t if draft.direction == "increase" else -t
 
     def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
         """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)

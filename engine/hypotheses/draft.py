@@ -124,15 +124,17 @@ def _finish(
 
 def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft | None:
     """One of the source's structural features as the labeler, the one that best separates the discovery
-    checkpoints; the statement is its rates. A cluster groups features that fire together, but each is a
-    distinct fact: their union (probe values, or an error result, or a retry) labels every call any of them
-    fires on, and on the planted benchmark it more than tripled the probe finding's held-out positives. A
-    narrower member whose messages carry the best one's change (`DiscoverySplit.carried_by`) is drafted
-    instead: a new tool called beside other calls, not "one of several tool calls in one message", which its
-    calls make true of every call they join. A member that follows another in sequence (`DiscoverySplit.follows`:
-    calls made again after a failed one, when guessed identifiers fail) gives way to it, as a side effect gives
-    way to its cause (`merge`). The others are kept in `provenance.co_firing`. A cluster's
-    other members (SAE latents that fire with the fact) are not facts: they name no structural labeler."""
+    checkpoints with rollouts as the units (`DiscoverySplit.rollout_z`: ten lookups in a few rollouts are not
+    more change than a failed one in many); the statement is its rates. A cluster groups features that fire
+    together, but each is a distinct fact: their union (probe values, or an error result, or a retry) labels
+    every call any of them fires on, and on the planted benchmark it more than tripled the probe finding's
+    held-out positives. A narrower member whose messages carry the best one's change
+    (`DiscoverySplit.carried_by`) is drafted instead: a new tool called beside other calls, not "one of several
+    tool calls in one message", which its calls make true of every call they join. A member that follows
+    another in sequence (`DiscoverySplit.follows`: calls made again after a failed one, when guessed identifiers
+    fail) gives way to it, as a side effect gives way to its cause (`merge`). The others are kept in
+    `provenance.co_firing`. A cluster's other members (SAE latents that fire with the fact) are not facts: they
+    name no structural labeler."""
     names = [n for n, origin in zip(source.names, source.origins, strict=True) if origin == "structural"]
 
     def statement(name: str) -> Callable[[str, int], str]:
@@ -152,10 +154,10 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     drafted = [d for d in drafts if d is not None]
     if not drafted:
         return None
-    best = max(drafted, key=lambda d: d.score)
+    best = max(drafted, key=discovery.rollout_z)
     best = next((d for d in drafted if d is not best and discovery.follows(best, d)), best)
     carriers = [d for d in drafted if d is not best and discovery.carried_by(best, d)]
-    return max(carriers, key=lambda d: d.score, default=best)
+    return max(carriers, key=discovery.rollout_z, default=best)
 
 
 def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
