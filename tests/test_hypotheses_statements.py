@@ -16,6 +16,7 @@ from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_per
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import (
+    _merge_pass,
     _narrowed,
     _one_per_quote,
     _quoting_the_most,
@@ -764,6 +765,28 @@ def test_a_broad_labeler_drops_what_both_checkpoints_say_and_quotes_what_grew() 
     )
 
 
+def test_a_wording_kept_beside_a_labeler_is_merged_once_the_labeler_is_narrowed() -> None:
+    """A labeler that also counts a sentence both checkpoints say labels most turns, so a narrower wording of
+    its behaviour inside it shows no co-occurrence above chance and is kept beside it; the labeler then drops
+    that sentence (`_narrowed`). A second pass over what the merge kept sees the narrowed labeler and merges
+    the wording into it: one finding per behaviour, whatever order the merge met them in."""
+    policy, grader, reply = "I read the payment policy", "The grader checks my answer", "The grader checks my reply"
+
+    def reasoning(after: bool, i: int) -> str:
+        grew = (grader if i % 5 in (1, 2, 3) else reply if i % 5 == 4 else None) if after else None
+        said = policy if i % 3 == 0 else grew
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    drafts = [joined_draft(discovery, policy, grader), exemplar_draft(discovery, reply, 0.85)]
+    once = _merge_pass(drafts, discovery)
+    assert [d.provenance.get("narrowed") for d in once] == [[f"{policy}."], None]
+    [kept] = merge_near_duplicates(drafts, discovery)
+    assert kept.statement.startswith(f'More reasoning turns like "{grader}."') and kept.hits == once[0].hits
+    assert [m["statement"] for m in kept.provenance["merged"]] == [drafts[1].statement]
+    assert kept.provenance["narrowed"] == [f"{policy}."]
+
+
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:
     """Each labeler chose the exemplar most like what it counts, and two chose the same sentence: one
     behaviour found twice. The one whose positives are more like that sentence stays, in the other's place,
@@ -783,10 +806,10 @@ def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it
     index, _ = discovery.index(("reasoning",))
     both = replace(twice, statement=f"{answer.statement} (twice too)", spec=spec, score=z,
                    hits=frozenset(index.segment_ids[hits].tolist()))  # fmt: skip
-    both.provenance["merged"] = [{"statement": "absorbed"}]
-    answer.provenance["merged"] = []
+    both.provenance.update(merged=[{"statement": "absorbed"}], side_effects=[])
+    answer.provenance.update(merged=[], side_effects=[])
     fewer = replace(answer, statement=f"{answer.statement} (fewer)", direction="decrease", score=-answer.score,
-                    provenance={"merged": []})  # fmt: skip
+                    provenance={"merged": [], "side_effects": []})  # fmt: skip
     assert both.hits > answer.hits and both.score > answer.score
     kept = _one_per_quote([both, refund, answer, fewer], discovery)
     assert [d.statement for d in kept] == [answer.statement, refund.statement, fewer.statement]

@@ -76,7 +76,19 @@ def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
 
 
 def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
-    """One finding per behaviour, decided on discovery labels only. Drafts are taken broadest first (most
+    """One finding per behaviour, decided on discovery labels only (`_merge_pass`), the pass repeated on its own
+    result until it merges nothing more: joining another wording into a draft, or narrowing it, changes its
+    labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
+    anything else I can assist you with regarding this reservation ...?" joined three wordings of the closing
+    offer, after "Additionally, is there anything else I can assist you with ...?" had been kept beside it)."""
+    kept = _merge_pass(drafts, discovery)
+    while len(again := _merge_pass(kept, discovery)) < len(kept):
+        kept = again
+    return kept
+
+
+def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
+    """One pass of the merge. Drafts are taken broadest first (most
     discovery positives; of as many, by `_preference`), each against the drafts already kept in the same
     direction:
 
@@ -106,7 +118,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
             None,
         )  # fmt: skip
         if twin is not None:
-            twin.provenance["merged"].append(_absorbed(draft, "same labeler or statement"))
+            _take_in(twin, draft, "same labeler or statement")
             continue
         main = _wording_inside(draft, _near(draft, peers, discovery), discovery)
         if main is not None:
@@ -115,13 +127,13 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
                 and not _names_a_behaviour(main)
                 and nearly_equal(len(main.hits & draft.hits), len(draft.hits), len(main.hits))
             ):
-                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, "same segments"), *main.provenance["merged"]])
+                kept[kept.index(main)] = _in_place_of(draft, main, "same segments")
             elif _structural(main) and len(draft.hits) < len(main.hits) and discovery.carried_by(main, draft):
-                kept[kept.index(main)] = _fresh(draft, [_absorbed(main, CARRIED), *main.provenance["merged"]])
+                kept[kept.index(main)] = _in_place_of(draft, main, CARRIED)
             elif similar_nodes(draft.spec) and similar_nodes(main.spec):
                 kept[kept.index(main)] = _joined(main, draft, discovery, "narrower wording")
             else:
-                main.provenance["merged"].append(_absorbed(draft, "narrower wording"))
+                _take_in(main, draft, "narrower wording")
             continue
         wording = next(
             (k for k in peers
@@ -132,7 +144,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
         if wording is not None:
             kept[kept.index(wording)] = _joined(wording, draft, discovery)
             continue
-        kept.append(_fresh(draft, []))
+        kept.append(_fresh(draft))
     narrowed = [_narrowed(d, discovery) for d in kept]
     requoted = [
         _quoting_the_most(n, discovery)
@@ -288,11 +300,12 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
     nodes = similar_nodes(kept.spec) + similar_nodes(wording.spec)
     joined = _relabelled(kept, nodes, discovery)
     if joined is None:
-        kept.provenance["merged"].append(_absorbed(wording, relation))
+        _take_in(kept, wording, relation)
         return kept
     statement = _statement(joined, discovery, nodes[0]["exemplars"][0], kept.provenance.get("words", []))
-    merged = [*kept.provenance["merged"], _absorbed(wording, f"{relation}, its exemplars joined")]
-    return replace(joined, statement=statement, provenance={**kept.provenance, "merged": merged})
+    joined = _fresh(replace(joined, statement=statement))
+    _take_in(joined, wording, f"{relation}, its exemplars joined")
+    return joined
 
 
 def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
@@ -334,6 +347,7 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     words = distinctive_words(_evidence(narrowed, discovery), _said_by_fewer(draft, discovery))
     words = words or draft.provenance.get("words", [])
     statement = _statement(narrowed, discovery, kept[0]["exemplars"][0], words)
+    dropped = [*draft.provenance.get("narrowed", []), *dropped]
     return replace(narrowed, statement=statement, provenance={**draft.provenance, "narrowed": dropped, "words": words})
 
 
@@ -439,7 +453,7 @@ def _one_per_quote(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
             out.append(draft)
             continue
         closer, other = sorted((twin, draft), key=lambda d: -_closeness(d, quote, discovery))
-        closer.provenance["merged"] += [_absorbed(other, "the same quote"), *other.provenance["merged"]]
+        _take_in(closer, other, "the same quote")
         out[out.index(twin)] = closer
     return out
 
@@ -453,8 +467,28 @@ def _closeness(draft: Draft, sentence: str, discovery: DiscoverySplit) -> float:
     return float((embed(evidence) @ embed([sentence])[0]).mean())
 
 
-def _fresh(draft: Draft, merged: list[dict[str, Any]]) -> Draft:
-    return replace(draft, provenance={**draft.provenance, "merged": merged, "side_effects": []})
+def _fresh(draft: Draft) -> Draft:
+    """The draft with its own lists of what it absorbed (`merged`) and explains (`side_effects`): empty for a
+    new draft, copies of an earlier pass's for a kept one."""
+    p = draft.provenance
+    return replace(
+        draft, provenance={**p, "merged": list(p.get("merged", [])), "side_effects": list(p.get("side_effects", []))}
+    )
+
+
+def _take_in(into: Draft, draft: Draft, relation: str) -> None:
+    """Record in `into`'s provenance that it absorbed `draft` (`relation`), with what `draft` had absorbed and
+    explained."""
+    into.provenance["merged"] += [_absorbed(draft, relation), *draft.provenance.get("merged", [])]
+    into.provenance["side_effects"] += draft.provenance.get("side_effects", [])
+
+
+def _in_place_of(draft: Draft, main: Draft, relation: str) -> Draft:
+    """The draft, kept in the place of `main`, which it absorbs."""
+    kept = _fresh(draft)
+    kept.provenance["merged"] = [_absorbed(main, relation), *main.provenance["merged"], *kept.provenance["merged"]]
+    kept.provenance["side_effects"] += main.provenance["side_effects"]
+    return kept
 
 
 def _cause_of(draft: Draft, effect: Draft, discovery: DiscoverySplit) -> bool:
@@ -507,6 +541,6 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
             if cause is None:
                 continue
             main, relation = cause, "follows this finding's segments in the same rollout"
-        main.provenance["side_effects"].append(_absorbed(draft, relation))
+        main.provenance["side_effects"] += [_absorbed(draft, relation), *draft.provenance["side_effects"]]
         kept.remove(draft)
     return kept
