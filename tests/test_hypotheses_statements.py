@@ -787,6 +787,37 @@ def test_a_wording_kept_beside_a_labeler_is_merged_once_the_labeler_is_narrowed(
     assert kept.provenance["narrowed"] == [f"{policy}."]
 
 
+def test_a_later_pass_leaves_a_labeler_it_did_not_change_as_it_was() -> None:
+    """Narrowing is done once per labeler. Narrowed again, a labeler tests its remaining exemplars at a higher
+    level against a split without the dropped sentence's turns, and can drop one it kept (here a sentence both
+    checkpoints say as often, kept at first because the dropped sentence's turns raised the share it was tested
+    against): a change to narrowing, not to merging. A later pass over the merge's own result (`settled`)
+    narrows only the labelers it changed."""
+    policy, fare, grader = "I read the payment policy", "I note the fare table", "The grader checks my answer"
+
+    def reasoning(after: bool, i: int) -> str:
+        if after:
+            said = policy if i < 15 else fare if i < 27 else grader if i < 57 else None
+        else:
+            said = policy if i < 30 else fare if i < 42 else None
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    nodes = [{"exemplars": [f"{said}."], "min_similarity": 0.75} for said in (grader, fare, policy)]
+    spec = {"all": [{"kind": "reasoning"}, {"any": [{"similar_to": n} for n in nodes]}]}
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    draft = Draft(f'More reasoning turns like "{grader}." (...)', "increase", "verifier", spec, "extractive", z, delta,
+                  {"feature_ids": [1], "words": ["grader"]}, frozenset(index.segment_ids[hits].tolist()),
+                  ("reasoning",))  # fmt: skip
+    [once] = _merge_pass([draft], discovery)
+    assert once.provenance["narrowed"] == [f"{policy}."]
+    [again] = _merge_pass([once], discovery)
+    assert again.provenance["narrowed"] == [f"{policy}.", f"{fare}."]
+    [settled] = _merge_pass([once], discovery, settled=True)
+    assert settled.spec == once.spec and settled.provenance["narrowed"] == [f"{policy}."]
+
+
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:
     """Each labeler chose the exemplar most like what it counts, and two chose the same sentence: one
     behaviour found twice. The one whose positives are more like that sentence stays, in the other's place,

@@ -79,8 +79,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     """One finding per behaviour, decided on discovery labels only (`_merge_pass`), the pass repeated on its own
     result until it merges nothing more: joining another wording into a draft, or narrowing it, changes its
     labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
-    anything else I can assist you with regarding this reservation ...?" joined three wordings of the closing
-    offer, after "Additionally, is there anything else I can assist you with ...?" had been kept beside it)."""
+    anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
+    offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it)."""
     kept = _merge_pass(drafts, discovery)
     while len(again := _merge_pass(kept, discovery, settled=True)) < len(kept):
         kept = again
@@ -88,9 +88,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
 
 
 def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = False) -> list[Draft]:
-    """One pass of the merge. Drafts are taken broadest first (most
-    discovery positives; of as many, by `_preference`), each against the drafts already kept in the same
-    direction:
+    """One pass of the merge. Drafts are taken broadest first (most discovery positives; of as many, by
+    `_preference`), each against the drafts already kept in the same direction:
 
     - the same verifier, or (judge drafts) nearly the same statement: merged into the kept one;
     - at least half of its positives inside kept drafts it co-occurs with (`DiscoverySplit.co_occurs`), and no change
@@ -110,9 +109,9 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
     labelers took in other wordings or dropped their quote quote what most of their positives are like
     (`_quoting_the_most`), and `_without_side_effects` drops the kept drafts whose change the others explain.
     When the drafts are `settled` (a pass's own result), only those whose labeler this pass changed are
-    narrowed and re-quoted: the others were, and narrowing a narrowed labeler again (its level rises as its
-    exemplars fall) can move its quote onto another finding's (paraphrased seed 7: the broader out-of-scope
-    finding then went into a narrower one quoting that sentence, held-out recall 0.79 -> 0.40)."""
+    narrowed and re-quoted: the others were, and a later pass merges, it does not narrow anew (narrowed again,
+    a labeler can drop more, and on paraphrased seed 7 the broader out-of-scope finding's quote then moved onto
+    a narrower one's, which took it in: held-out recall 0.79 -> 0.40)."""
     kept: list[Draft] = []
     for draft in sorted(drafts, key=lambda d: (-len(d.hits), _preference(d), -d.score)):
         peers = [k for k in kept if k.direction == draft.direction]
