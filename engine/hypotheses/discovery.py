@@ -23,6 +23,8 @@ from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_propo
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
+from engine.stats.design import CheckpointDesign
+from engine.stats.rates import Contrast, effects
 
 # A draft co-occurs with another when the other's positives are this many times more common among its own than
 # overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
@@ -125,23 +127,26 @@ class DiscoverySplit:
         return hits, float(delta), index.z(hits)
 
     def rollout_z(self, draft: Draft) -> float:
-        """The draft's discovery z in its direction with rollouts as the units: each rollout's share of its
-        segments of the draft's kinds that the draft labels, compared between the checkpoints by Welch's t (each
-        rollout weighted once, as the deltas stage does). Segment counts treat one rollout's many calls as
-        independent: a habit of ten calls in a few rollouts would outweigh a change in many."""
+        """The draft's discovery t in its direction with rollouts as the units: each rollout's share of its
+        segments of the draft's kinds that the draft labels, its checkpoint effect within task over its
+        heteroscedasticity-robust standard error (`engine.stats.rates.effects`, the deltas stage's estimand).
+        Segment counts treat one rollout's many calls as independent: a habit of ten calls in a few rollouts
+        would outweigh a change in many. A change with no spread at all (every rollout of one checkpoint
+        labelled, none of the other) is infinite; one the design cannot measure is 0."""
         index, segs = self.index(draft.kinds)
         hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
+        columns = {"rollout": segs["rollout_key"], "task": segs["task_id"], "after": index.is_after, "hit": hits}
         per = (
-            pl.DataFrame({"rollout": segs["rollout_key"], "after": index.is_after, "hit": hits})
+            pl.DataFrame(columns)
             .group_by("rollout", maintain_order=True)
-            .agg(pl.col("after").first(), pl.col("hit").mean())
+            .agg(pl.col("task").first(), pl.col("after").first(), pl.col("hit").mean())
         )
-        after, before = (per.filter(pl.col("after") == side)["hit"].to_numpy() for side in (True, False))
-        if min(after.size, before.size) < 2:
+        design = CheckpointDesign.from_labels(per["after"].to_numpy(), per["task"].to_numpy())
+        fit = effects(Contrast(design), per["hit"].to_numpy()[design.keep][:, None], by_task=False)
+        estimate, se = float(fit.estimate[0]), float(fit.se[0])
+        if not math.isfinite(estimate) or fit.df < 1:
             return 0.0
-        se = math.sqrt(after.var(ddof=1) / after.size + before.var(ddof=1) / before.size)
-        diff = after.mean() - before.mean()
-        t = diff / se if se > 0 else math.copysign(math.inf, diff) if diff else 0.0
+        t = estimate / se if math.isfinite(se) else math.copysign(math.inf, estimate) if estimate else 0.0
         return t if draft.direction == "increase" else -t
 
     def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
