@@ -490,8 +490,7 @@ def _take_in(into: Draft, draft: Draft, relation: str) -> None:
 def _in_place_of(draft: Draft, main: Draft, relation: str) -> Draft:
     """The draft, kept in the place of `main`, which it absorbs."""
     kept = _fresh(draft)
-    kept.provenance["merged"] = [_absorbed(main, relation), *main.provenance["merged"], *kept.provenance["merged"]]
-    kept.provenance["side_effects"] += main.provenance["side_effects"]
+    _take_in(kept, main, relation)
     return kept
 
 
