@@ -35,10 +35,10 @@ class WordEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1
-        rows = np.zeros((len(texts), 256), np.float32)
+        rows = np.zeros((len(texts), 4096), np.float32)
         for i, text in enumerate(texts):
             for word in re.findall(r"[a-z]+", text.lower()):
-                rows[i, _VOCAB.setdefault(word, len(_VOCAB)) % 256] += 1
+                rows[i, _VOCAB.setdefault(word, len(_VOCAB)) % 4096] += 1
         return rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-9)
 
 

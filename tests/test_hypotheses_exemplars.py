@@ -342,11 +342,78 @@ def test_several_stock_exemplars_do_not_hide_one_another() -> None:
     assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
 
 
+def _word(i: int, prefix: str) -> str:
+    """A word of its own for each `i` (the word-count embedder reads letters only)."""
+    return prefix + "".join(chr(97 + int(d)) for d in str(i))
+
+
+def test_the_stray_test_is_repeated_at_the_refitted_threshold() -> None:
+    """A feature fires on a behaviour (after only: 12 turns in two wordings, 15 in wordings of their own), on
+    60 turns of a stock sentence both checkpoints say, and on two turns of a status note whose other wordings
+    fill 30 quiet turns of both. At the first threshold, high enough for the stock sentence's copies, the note
+    matches its copy alone; the stock sentence strays, and fitted again without its turns the threshold falls
+    to where the behaviour's own wordings meet (word overlap 0.5), and the note's wordings with them. Tested
+    once, the note stayed an exemplar and the labeler fired on every turn that says it; tested again at the new
+    threshold, it goes."""
+
+    behaviour = [f"sorry frustration {_word(i, 'c')} {_word(i, 'd')}" for i in range(2) for _ in range(6)]
+    behaviour += [f"sorry frustration {_word(i, 'u')} {_word(i, 'v')}" for i in range(15)]
+    note = "request understood x y"
+    firing = [(t, True) for t in behaviour] + [("reading back the plan", i % 2 == 0) for i in range(60)]
+    firing += [(note, True), (note, True)]
+    quiet = [(f"request understood {_word(i, 'p')} {_word(i, 'q')}", i % 2 == 0) for i in range(30)]
+    quiet += [(f"book flight {_word(i, 'f')} {_word(i, 'g')}", i % 2 == 0) for i in range(20)]
+    segments = [("reasoning", text) for text, _ in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    more = np.array([after for _, after in firing + quiet])
+    [told] = fit_exemplars(segments, fires, behaviour[:3], WordEmbedder(), split_on_periods, more=more)
+    assert told.texts and all(t.startswith("sorry frustration") for t in told.texts)
+    turns = [SegmentView(i, "reasoning", s) for i, s in enumerate(["request understood pa qa", "sorry frustration za"])]
+    assert [v.label for v in verifier(told.node()).label_all(turns)] == [False, True]
+
+
+def test_a_stock_sentence_is_compared_with_the_turns_the_behaviour_carries() -> None:
+    """A feature fires on an apology worded differently each time (20 turns, all of the checkpoint with more)
+    and on 20 copies of "please hold on", 14 of them of that checkpoint by chance (habit suite seed 6). Half
+    the apology's words are said in quiet turns of both checkpoints too, so the threshold is the copies'
+    (cosine 1): there each apology exemplar matches nothing, the stock sentence had nothing to be compared
+    with, and the finding quoted it. Its exemplars' own turns, those it carries, are the comparison."""
+    apology = [f"sorry trouble {_word(i, 'u')} {_word(i, 'v')}" for i in range(20)]
+    firing = [(t, True) for t in apology] + [("please hold on", i % 10 < 7) for i in range(20)]
+    quiet = [(f"sorry trouble {_word(i, 'p')} {_word(i, 'q')}", i % 2 == 0) for i in range(60)]
+    segments = [("text", text) for text, _ in firing + quiet]
+    fires = np.r_[np.ones(len(firing), bool), np.zeros(len(quiet), bool)]
+    more = np.array([after for _, after in firing + quiet])
+    [blind] = fit_exemplars(segments, fires, apology[:3], WordEmbedder(), split_on_periods)
+    [told] = fit_exemplars(segments, fires, apology[:3], WordEmbedder(), split_on_periods, more=more)
+    assert "please hold on" in blind.texts and "please hold on" not in told.texts
+
+
+def test_stock_sentences_leaning_by_chance_are_not_the_behaviour_they_are_compared_with() -> None:
+    """An empathy labeler's exemplars at a low threshold (paraphrased suite, seed 83): ten empathy sentences
+    each matching a few turns, all of the checkpoint with more, and three stock sentences ("Also, the request
+    is understood up to here.") matching 94 to 217 turns each (sampled quiet turns, each standing for eight),
+    52-55% of them of that checkpoint against 50% overall. Counted as leaning with the change because their
+    share is above the overall one, the stock sentences were most of what each of them was compared with, and
+    none strayed (the finding read 39% -> 27% of reasoning turns; the empathy sentences alone, 12% -> 0%). Each
+    exemplar is compared with those that lean more than it does."""
+    behaviour = [(17, 17), (19, 19), (9, 9), (10, 10), (7, 7), (14, 14), (12, 12), (9, 9), (5, 5), (4, 4)]
+    stock = [(217, 119), (100, 52), (94, 50)]
+    quiet = (600, 266)  # matched by no exemplar: the overall share is a half
+    counts = behaviour + stock + [quiet]
+    more = np.concatenate([np.arange(n) < k for n, k in counts])
+    owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
+    matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
+    weight = np.where(owner < len(behaviour), 1.0, 8.0)  # the turns the stock sentences match: sampled quiet ones
+    stray = _strays(matched, more, weight, np.eye(matched.shape[1]))
+    assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
+
+
 def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:
     """Nine wordings of one stock sentence (cosine 0.9 to one another) match the same segments, half of them of
     each checkpoint, beside a behaviour's five exemplars all of the checkpoint with more. Each wording tested
     against the others (its near-copies among them) stands out from nothing; tested as one sentence, all nine
-    go and no behaviour exemplar does. Nine distinct sentences matching those segments stay nine tests."""
+    go and no behaviour exemplar does."""
     behaviour = [(6, 6)] * 5
     stock = (80, 40)  # one set of segments, matched by every wording
     quiet = (300, 120)
@@ -358,7 +425,6 @@ def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:
     wordings[5:, 5] = 0.9**0.5
     wordings[5:, 6:] = np.eye(9) * 0.1**0.5  # each wording: cosine 0.9 with the others
     assert _strays(matched, more, np.ones(more.size), wordings).tolist() == [False] * 5 + [True] * 9
-    assert not _strays(matched, more, np.ones(more.size), np.eye(14)).any()
 
 
 @pytest.mark.slow  # loads MiniLM
