@@ -16,6 +16,7 @@ from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_per
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import (
+    _each_exemplar_once,
     _merge_pass,
     _narrowed,
     _one_per_quote,
@@ -816,6 +817,38 @@ def test_a_later_pass_leaves_a_labeler_it_did_not_change_as_it_was() -> None:
     assert again.provenance["narrowed"] == [f"{policy}.", f"{fare}."]
     [settled] = _merge_pass([once], discovery, settled=True)
     assert settled.spec == once.spec and settled.provenance["narrowed"] == [f"{policy}."]
+
+
+def test_a_sentence_another_finding_counts_leaves_a_labeler_of_another_behaviour() -> None:
+    """A latent fires on two behaviours that grow together, and its labeler holds one sentence of the second
+    among the first's (paraphrased seed 59: out-of-scope sentences among a re-checking finding's exemplars), so
+    it counts the second behaviour's turns too, while a finding of the second stands beside it. The sentence
+    is that finding's: the first labeler drops it and counts only its own behaviour's turns; the second is
+    left as it was."""
+    recheck = ["recompute fare total again", "recompute bag total again"]
+    skip = ["skipping refund check now", "skipping seat check now"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = (recheck[i % 2] if i % 3 == 0 else skip[i % 2] if i % 3 == 1 else None) if after else None
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    index, segs = discovery.index(("reasoning",))
+
+    def draft(exemplars: list[str]) -> Draft:
+        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.7}}]}
+        hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", z,
+                     delta, {"words": []}, frozenset(index.segment_ids[hits].tolist()), ("reasoning",))  # fmt: skip
+
+    both, skipping = draft([f"{recheck[0]}.", f"{recheck[1]}.", f"{skip[0]}."]), draft([f"{t}." for t in skip])
+    rechecking = set(segs.filter(pl.col("text").str.contains("recompute"))["segment_id"].to_list())
+    assert both.hits > rechecking
+    narrowed, kept = _each_exemplar_once([both, skipping], discovery)
+    assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in recheck]
+    assert narrowed.hits == rechecking and narrowed.provenance["narrowed"] == [f"{skip[0]}."]
+    assert "in 20 discovery reasoning turns" in narrowed.statement
+    assert kept is skipping
 
 
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:
