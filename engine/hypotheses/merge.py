@@ -80,7 +80,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     result until it merges nothing more: joining another wording into a draft, or narrowing it, changes its
     labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
     anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
-    offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it)."""
+    offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it).
+    Then each exemplar is left in one finding (`_each_exemplar_once`), and the merge settles again."""
     kept = _settled(_merge_pass(drafts, discovery), discovery)
     return _settled(_each_exemplar_once(kept, discovery), discovery)
 
