@@ -1070,16 +1070,17 @@ def test_a_labeler_holding_a_few_sentences_of_another_behaviour_does_not_take_it
     matches most of an out-of-scope draft's exemplars; joined as "another wording", the finding then counted
     both behaviours (half its held-out positives each). The exemplars the draft's labeler does not match are
     grader awareness, unrelated to out-of-scope (MiniLM), so the draft stays a finding of its own; two labelers
-    of out-of-scope in different words are still joined."""
+    of out-of-scope in different words are still joined. The merge's pass, which decides joins: the drafts'
+    positives here are set by hand, and the step after it (`_each_exemplar_once`) relabels them."""
     discovery = two_behaviours(tmp_path, GRADER_AWARE, OUT_OF_SCOPE)
     grader = reasoning_draft(GRADER_AWARE + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
     scope = reasoning_draft(OUT_OF_SCOPE[3:], range(1, 40, 2), 0.4)
-    kept = merge_near_duplicates([grader, scope], discovery)
+    kept = _merge_pass([grader, scope], discovery)
     assert [d.statement for d in kept] == [grader.statement, scope.statement]
     assert all(d.provenance["merged"] == [] for d in kept)
     wording = reasoning_draft(OUT_OF_SCOPE[:5], range(1, 20, 2), 0.4)
     other = reasoning_draft(OUT_OF_SCOPE[5:], range(21, 40, 2), 0.4)
-    [one] = merge_near_duplicates([wording, other], discovery)
+    [one] = _merge_pass([wording, other], discovery)
     assert [m["relation"] for m in one.provenance["merged"]] == ["another wording"]
 
 
