@@ -479,22 +479,22 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
     beside it). The narrowed labeler is kept while it still separates the discovery checkpoints (z >= MIN_Z),
     better or not: the sentences it gives up are counted by the finding they belong to; the dropped ones are
     recorded (`narrowed`), and a dropped quote re-quoted (`_quoting_the_most`)."""
+    embed = discovery.population.embedder.embed
     out = list(kept)
     for i, draft in enumerate(out):
         nodes = similar_nodes(draft.spec)
         if not nodes:
             continue
         mine = [t for node in nodes for t in node["exemplars"]]
-        embed = discovery.population.embedder.embed
         vectors = embed(mine)
+        own = vectors @ vectors.T
+        np.fill_diagonal(own, -1.0)
         theirs = np.zeros(len(mine), dtype=bool)
         for other in out:
             other_nodes = similar_nodes(other.spec)
             if other is draft or not other_nodes or (other.kinds, other.direction) != (draft.kinds, draft.direction):
                 continue
             other_vectors = embed([t for node in other_nodes for t in node["exemplars"]])
-            own = vectors @ vectors.T
-            np.fill_diagonal(own, -1.0)
             nearer = (vectors @ other_vectors.T).max(axis=1) > own.max(axis=1)
             taken = _matched(vectors, other_nodes, embed) & nearer & ~theirs
             rest = ~theirs & ~taken
