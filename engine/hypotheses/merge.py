@@ -373,17 +373,20 @@ def _said_by_fewer(draft: Draft, discovery: DiscoverySplit) -> list[str]:
 
 
 def _relabelled(draft: Draft, nodes: list[dict[str, Any]], discovery: DiscoverySplit) -> Draft | None:
+    """The exemplar draft labelled by `nodes` (`_labelled_by`) when that separates the discovery checkpoints
+    better (higher z); else None."""
+    relabelled = _labelled_by(draft, nodes, discovery)
+    return relabelled if relabelled.score > draft.score else None
+
+
+def _labelled_by(draft: Draft, nodes: list[dict[str, Any]], discovery: DiscoverySplit) -> Draft:
     """The exemplar draft labelled by `nodes` (`any` of them), its discovery labels, delta and z recounted (its
-    statement is the caller's to restate), when that separates the discovery checkpoints better (higher z);
-    else None."""
+    statement is the caller's to restate)."""
     spec = _exemplar_spec(draft, nodes)
     labels, delta, z = discovery.evaluate(discovery.verifier(spec), draft.kinds)
-    score = z if draft.direction == "increase" else -z
-    if score <= draft.score:
-        return None
     index, _ = discovery.index(draft.kinds)
     hits = frozenset(index.segment_ids[labels].tolist())
-    return replace(draft, spec=spec, score=score, discovery_delta=delta, hits=hits)
+    return replace(draft, spec=spec, score=z if draft.direction == "increase" else -z, discovery_delta=delta, hits=hits)
 
 
 def _exemplar_spec(draft: Draft, nodes: list[dict[str, Any]]) -> dict[str, Any]:
@@ -517,22 +520,12 @@ def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit)
         for node in similar_nodes(draft.spec)
         if (kept := [t for t in node["exemplars"] if t not in gone])
     ]
-    spec = _exemplar_spec(draft, nodes)
-    labels, delta, z = discovery.evaluate(discovery.verifier(spec), draft.kinds)
-    score = z if draft.direction == "increase" else -z
-    if score < MIN_Z:
+    narrowed = _labelled_by(draft, nodes, discovery)
+    if narrowed.score < MIN_Z:
         return draft
-    index, _ = discovery.index(draft.kinds)
-    narrowed = replace(
-        draft,
-        spec=spec,
-        score=score,
-        discovery_delta=delta,
-        hits=frozenset(index.segment_ids[labels].tolist()),
-        provenance={**draft.provenance, "narrowed": [*draft.provenance.get("narrowed", []), *gone]},
-    )
-    words = draft.provenance.get("words", [])
-    narrowed = replace(narrowed, statement=_statement(narrowed, discovery, nodes[0]["exemplars"][0], words))
+    statement = _statement(narrowed, discovery, nodes[0]["exemplars"][0], draft.provenance.get("words", []))
+    provenance = {**draft.provenance, "narrowed": [*draft.provenance.get("narrowed", []), *gone]}
+    narrowed = replace(narrowed, statement=statement, provenance=provenance)
     return _quoting_the_most(narrowed, discovery) if _quote(draft) in gone else narrowed
 
 
