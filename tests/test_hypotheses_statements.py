@@ -846,7 +846,7 @@ def test_a_sentence_another_finding_counts_leaves_a_labeler_of_another_behaviour
     assert both.hits > rechecking
     narrowed, kept = _each_exemplar_once([both, skipping], discovery)
     assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in recheck]
-    assert narrowed.hits == rechecking and narrowed.provenance["narrowed"] == [f"{skip[0]}."]
+    assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{skip[0]}."]
     assert "in 20 discovery reasoning turns" in narrowed.statement
     assert kept is skipping
 

@@ -94,6 +94,7 @@ def test_provenance_names_a_findings_side_effects() -> None:
             **{"merged": [{"statement": "x"}] * 2, "side_effects": [side], "other_fold": [{"statement": "y"}]},
             **{"drafted_on": "heldout", "split": "discovery", "feature_names": ["ngram:regarding"]},
             "narrowed": ["So, by the policy, payment must come from the profile.\x1b[2J"],
+            "counted_elsewhere": ["Then again, that is outside the scope."],
             "matched_by": [
                 {"exemplar": "Regarding your refund.", "share": 0.25},
                 {"exemplar": "- Total: $5", "share": 0.5},
@@ -106,6 +107,7 @@ def test_provenance_names_a_findings_side_effects() -> None:
     assert "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” 50%" in text
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
     assert "1 exemplar(s) both checkpoints say dropped from the labeler: “So, by the policy, payment" in text
+    assert "1 exemplar(s) another finding counts dropped from the labeler: “Then again, that is outside" in text
     assert "\x1b" not in text
 
 

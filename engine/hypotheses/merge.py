@@ -481,7 +481,7 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
     finding with four out-of-scope exemplars, held-out precision 0.69, while an out-of-scope finding stood
     beside it). The narrowed labeler is kept while it still separates the discovery checkpoints (z >= MIN_Z),
     better or not: the sentences it gives up are counted by the finding they belong to; the dropped ones are
-    recorded (`narrowed`), and a dropped quote re-quoted (`_quoting_the_most`)."""
+    recorded (`counted_elsewhere`), and a dropped quote re-quoted (`_quoting_the_most`)."""
     embed = discovery.population.embedder.embed
     out = list(kept)
     for i, draft in enumerate(out):
@@ -524,7 +524,8 @@ def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit)
     if narrowed.score < MIN_Z:
         return draft
     statement = _statement(narrowed, discovery, nodes[0]["exemplars"][0], draft.provenance.get("words", []))
-    provenance = {**draft.provenance, "narrowed": [*draft.provenance.get("narrowed", []), *gone]}
+    elsewhere = [*draft.provenance.get("counted_elsewhere", []), *gone]
+    provenance = {**draft.provenance, "counted_elsewhere": elsewhere}
     narrowed = replace(narrowed, statement=statement, provenance=provenance)
     return _quoting_the_most(narrowed, discovery) if _quote(draft) in gone else narrowed
 

@@ -55,6 +55,10 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
     if p.get("narrowed"):  # exemplars both checkpoints say, dropped from the labeler (engine.hypotheses.merge)
         first = line(p["narrowed"][0], QUOTE_CHARS)
         parts.append(f"{len(p['narrowed'])} exemplar(s) both checkpoints say dropped from the labeler: “{first}”")
+    if p.get("counted_elsewhere"):  # exemplars another finding counts, dropped from the labeler (merge)
+        elsewhere = p["counted_elsewhere"]
+        first = line(elsewhere[0], QUOTE_CHARS)
+        parts.append(f"{len(elsewhere)} exemplar(s) another finding counts dropped from the labeler: “{first}”")
     if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
         parts.append("drafted on both folds, tested once")
     if p.get("matched_by"):  # an exemplar labeler's positives by their nearest exemplar (exemplars.matched_by)
