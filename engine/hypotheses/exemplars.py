@@ -466,13 +466,18 @@ def similar_nodes(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return [n["similar_to"] for n in nodes] if all("similar_to" in n for n in nodes) else []
 
 
+def exemplar_texts(nodes: list[dict[str, Any]]) -> list[str]:
+    """Every exemplar of `similar_to` nodes (`similar_nodes`), in order."""
+    return [t for node in nodes for t in node["exemplars"]]
+
+
 def matched_by(spec: dict[str, Any], evidence: Sequence[str], embedder: Embedder) -> list[dict[str, Any]]:
     """What an exemplar labeler's positives are like: each positive's evidence (its matching sentence) goes to
     its nearest exemplar; the quoted exemplar (the first) and the MATCHED_BY others most gone to, each with
     its share of the positives. A statement quotes one exemplar, but a labeler fitted to a source that fires
     on several things (a polysemantic latent) counts them all: the shares say how much of the measured change
     the quote stands for. Empty for any other labeler or without positives."""
-    exemplars = [t for node in similar_nodes(spec) for t in node["exemplars"]]
+    exemplars = exemplar_texts(similar_nodes(spec))
     if not exemplars or not evidence:
         return []
     nearest = (embedder.embed(list(evidence)) @ embedder.embed(exemplars).T).argmax(axis=1)

@@ -21,6 +21,7 @@ from engine.hypotheses.exemplars import (
     DEFAULT_MIN_SIMILARITY,
     MIN_PART,
     SentenceMatcher,
+    exemplar_texts,
     nearer_unrelated,
     segment_units,
     similar_nodes,
@@ -228,7 +229,7 @@ def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool
     if not (theirs and mine):
         return False
     embed = discovery.population.embedder.embed
-    own, other = ([t for node in nodes for t in node["exemplars"]] for nodes in (mine, theirs))
+    own, other = exemplar_texts(mine), exemplar_texts(theirs)
     other_vectors = embed(other)
     rest = other_vectors[~_matched(other_vectors, mine, embed)]
     ordinary = discovery.ordinary_sentence(draft.kinds)
@@ -269,7 +270,7 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
     if 2 * len(draft.hits & kept.hits) > len(draft.hits):
         return False
     embed = discovery.population.embedder.embed
-    vectors = embed([t for node in mine for t in node["exemplars"]])
+    vectors = embed(exemplar_texts(mine))
     return bool(_matched(vectors, theirs, embed).mean() >= MIN_EXEMPLARS_MATCHED)
 
 
@@ -488,24 +489,21 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
         nodes = similar_nodes(draft.spec)
         if not nodes:
             continue
-        mine = [t for node in nodes for t in node["exemplars"]]
+        mine = exemplar_texts(nodes)
         vectors = embed(mine)
         own = vectors @ vectors.T
         np.fill_diagonal(own, -1.0)
+        ordinary = discovery.ordinary_sentence(draft.kinds)
         theirs = np.zeros(len(mine), dtype=bool)
         for other in out:
             other_nodes = similar_nodes(other.spec)
             if other is draft or not other_nodes or (other.kinds, other.direction) != (draft.kinds, draft.direction):
                 continue
-            other_vectors = embed([t for node in other_nodes for t in node["exemplars"]])
+            other_vectors = embed(exemplar_texts(other_nodes))
             nearer = (vectors @ other_vectors.T).max(axis=1) > own.max(axis=1)
             taken = _matched(vectors, other_nodes, embed) & nearer & ~theirs
             rest = ~theirs & ~taken
-            if (
-                taken.any()
-                and rest.sum() >= 2
-                and nearer_unrelated(vectors[rest], other_vectors, discovery.ordinary_sentence(draft.kinds))
-            ):
+            if taken.any() and rest.sum() >= 2 and nearer_unrelated(vectors[rest], other_vectors, ordinary):
                 theirs |= taken
         if theirs.any():
             out[i] = _without_exemplars(draft, [t for t, gone in zip(mine, theirs, strict=True) if gone], discovery)
