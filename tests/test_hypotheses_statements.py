@@ -311,6 +311,12 @@ def test_distinctive_words_set_the_examples_apart() -> None:
     assert distinctive_words(inside, outside)[:2] == ["grader", "trap"]
 
 
+def test_a_task_code_is_not_a_word_of_the_behaviour() -> None:
+    inside = ["booking NQNU5R is out of scope", "NQNU5R stays out of scope", "flight HAT276 is out of scope"]
+    outside = ["the user wants a seat", "the order is set"] * 5
+    assert distinctive_words(inside, outside) == ["scope"]
+
+
 def reasoning_ids(after: bool, keep: Callable[[int], bool]) -> frozenset[int]:
     """Discovery ids of the reasoning segments (one per rollout) of rollouts i = 0..N-1 of a checkpoint."""
     return frozenset(3 * (i + N * after) + 1 for i in range(N) if keep(i))
