@@ -15,7 +15,7 @@ from engine.hypotheses.equal_length import EqualLength, about_length, caution_li
 from engine.hypotheses.length import length_strata
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.provenance import provenance_text
-from engine.hypotheses.validate import Claim, validate
+from engine.hypotheses.validate import Claim, _equal_length_q, validate
 from engine.hypotheses.verifier import Verifier
 from engine.kinds import HELDOUT
 
@@ -99,12 +99,12 @@ def test_claims_about_length_or_tool_calls_only_are_not_standardised(heldout: Po
 
 
 def test_strata_are_quantile_bins_per_kind_and_one_stratum_for_tool_calls() -> None:
-    kind = np.array(["text"] * 100 + ["tool_call"] * 30 + ["reasoning"] * 30)
-    words = np.concatenate([np.arange(100), np.full(30, 7), np.arange(30)])
+    kind = np.array(["text"] * 400 + ["tool_call"] * 30 + ["reasoning"] * 150)
+    words = np.concatenate([np.arange(400), np.full(30, 7), np.arange(150)])
     codes = length_strata(kind, words)
-    assert np.unique(codes[:100]).size == 4 and np.all(np.diff(codes[:100]) >= 0)  # quartiles, in word order
-    assert np.unique(codes[100:130]).size == 1 and np.unique(codes[130:]).size == 1  # 30 < 2 x 25 per bin
-    assert len({*codes[:100]} & {*codes[100:130]}) == 0
+    assert np.unique(codes[:400]).size == 4 and np.all(np.diff(codes[:400]) >= 0)  # quartiles, in word order
+    assert np.unique(codes[400:430]).size == 1 and np.unique(codes[430:]).size == 1  # 150 < 2 x 100 per bin
+    assert len({*codes[:400]} & {*codes[400:430]}) == 0
 
 
 @pytest.mark.parametrize(
@@ -123,6 +123,20 @@ def test_the_caution_follows_the_length_change_and_the_claim(
 ) -> None:
     equal = EqualLength(delta, delta - 0.03, delta + 0.03, p, 120.0, words_after)
     assert equal.needs_caution(sign, 0.05) is caution
+
+
+def test_holding_at_equal_length_is_one_claim_per_finding_whose_turns_grew() -> None:
+    """Nine validated findings whose turns grew half again: the one that holds at equal length with p = 0.02
+    is one of nine such claims (BH q = 0.18) and keeps its caution; alone it would not. A finding that did not
+    validate, or whose turns shrank, is not in that family."""
+    grew = [EqualLength(0.03, 0.0, 0.06, p, 100.0, 150.0) for p in (0.02, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)]
+    shrank = EqualLength(0.03, 0.0, 0.06, 0.001, 100.0, 60.0)
+    family = _equal_length_q([*grew, grew[1], shrank], [True] * 9 + [False, True], [1.0] * 11)
+    assert family[0] is not None and family[0].q_value == pytest.approx(0.18)
+    assert family[0].needs_caution(1.0, 0.05) and not grew[0].needs_caution(1.0, 0.05)
+    assert family[9] is not None and family[9].q_value is None and family[10] == shrank
+    [alone] = _equal_length_q(grew[:1], [True], [1.0])
+    assert alone is not None and alone.q_value == pytest.approx(0.02) and not alone.needs_caution(1.0, 0.05)
 
 
 def test_provenance_names_the_equal_length_result() -> None:

@@ -24,6 +24,9 @@ class EqualLength:
     words_before: float
     words_after: float
     caution: bool = False  # set on a validated claim it does not support (`needs_caution`)
+    # BH q of `p_value` among the validated claims whose turns changed length their way (`moved`); None where
+    # the claim is not one of them (or in a store written before the q was kept)
+    q_value: float | None = None
 
     @property
     def informative(self) -> bool:
@@ -31,26 +34,34 @@ class EqualLength:
         the test cannot tell a behaviour from its length."""
         return self.ci_low is not None and self.ci_high is not None
 
+    def moved(self, sign: float) -> bool:
+        """Whether the turns without the claimed content grew (or shrank) the way a claim in direction `sign`
+        (+1 more, -1 fewer) says, by MIN_LENGTH_CHANGE or more, which raises (or lowers) any 'contains' rate by
+        itself, and the test can tell (`informative`): the claims whose face value rests on this test."""
+        grew = sign * (self.words_after - self.words_before) > MIN_LENGTH_CHANGE * self.words_before
+        return grew and self.informative
+
     def needs_caution(self, sign: float, fdr: float) -> bool:
-        """Whether a validated claim in direction `sign` (+1 more, -1 fewer) may be length alone: turns without
-        the claimed content grew (or shrank) the way it claims, by MIN_LENGTH_CHANGE or more, which raises (or
-        lowers) any 'contains' rate by itself, and it does not hold at equal length. A claim against the length
-        change is conservative under length, and another behaviour's added sentences lower the equal-length
-        rate, so neither gets a caution, and none rejects."""
-        moved = sign * (self.words_after - self.words_before) > MIN_LENGTH_CHANGE * self.words_before
-        return moved and self.informative and not (sign * self.delta > 0 and self.p_value < fdr)
+        """Whether a validated claim in direction `sign` may be length alone: its turns `moved` its way and it
+        does not hold at equal length (q below `fdr` in its direction; the p where no q was computed). A claim
+        against the length change is conservative under length, and another behaviour's added sentences lower
+        the equal-length rate, so neither gets a caution, and none rejects."""
+        level = self.p_value if self.q_value is None else self.q_value
+        return self.moved(sign) and not (sign * self.delta > 0 and level < fdr)
 
     def caution_text(self, sign: float) -> str:
         return f"it may be {'longer' if sign > 0 else 'shorter'} turns: {self.phrase()}"
 
     def phrase(self) -> str:
-        """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003; turns without it 120 -> 180 words'."""
+        """E.g. 'at equal turn length +4.1 pts (CI +1.0 to +7.2), p=0.003, q=0.009; turns without it 120 -> 180
+        words'."""
         turns = f"turns without it {self.words_before:.0f} -> {self.words_after:.0f} words"
         lo, hi = self.ci_low, self.ci_high
         if lo is None or hi is None:
             return f"at equal turn length: no variation within lengths (length and label coincide); {turns}"
         interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f}"
-        return f"at equal turn length {self.delta * 100:+.1f} pts ({interval}), p={self.p_value:.2g}; {turns}"
+        q = "" if self.q_value is None else f", q={self.q_value:.2g}"
+        return f"at equal turn length {self.delta * 100:+.1f} pts ({interval}), p={self.p_value:.2g}{q}; {turns}"
 
     def as_json(self) -> dict[str, float | bool | None]:
         return asdict(self)

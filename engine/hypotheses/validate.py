@@ -138,14 +138,20 @@ def validate(
     fires = np.where(totals > 0, counts > 0, 0.0)
     assoc = reward_association(fires, reward, strata)
     where = TESTED_ON.get(population.split, population.split)
+    signs = [1.0 if claim.direction == "increase" else -1.0 for claim in claims]
+    decided = [
+        _decide(
+            n_labeled[j], test.prevalence_before[j], test.prevalence_after[j], test.delta[j], test.ci_low[j],
+            test.ci_high[j], q[j], mde[j], test.floor[j], signs[j], fdr, test.scope, where,
+        )
+        for j in range(len(claims))
+    ]  # fmt: skip
+    equal = _equal_length_q(equal, [status == "validated" for status, _ in decided], signs)
     out = []
     for j, claim in enumerate(claims):
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
-        sign = 1.0 if claim.direction == "increase" else -1.0
-        status, reason = _decide(
-            n_labeled[j], before, after, delta, test.ci_low[j], test.ci_high[j], q[j], mde[j], test.floor[j],
-            sign, fdr, test.scope, where,
-        )  # fmt: skip
+        sign = signs[j]
+        status, reason = decided[j]
         at_length = equal[j]
         if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
             at_length = replace(at_length, caution=True)
@@ -206,6 +212,21 @@ def _equal_length(
             out[j] = EqualLength(
                 float(test.delta[i]), _num(test.ci_low[i]), _num(test.ci_high[i]), float(test.p_value[i]), *words
             )
+    return out
+
+
+def _equal_length_q(
+    equal: list[EqualLength | None], validated: list[bool], signs: list[float]
+) -> list[EqualLength | None]:
+    """The equal-length tests with a BH q over the validated claims whose turns changed length their way
+    (`EqualLength.moved`): each of them is taken at face value only if it holds at equal length, so that is a
+    claim of its own, one per finding, and a study with many length-driven findings (a checkpoint whose turns
+    are half as long again) would otherwise pass one in twenty of them."""
+    family = [(j, e) for j, e in enumerate(equal) if e is not None and validated[j] and e.moved(signs[j])]
+    q = bh_qvalues(np.array([e.p_value for _, e in family], dtype=np.float64))
+    out = list(equal)
+    for (j, e), qj in zip(family, q, strict=True):
+        out[j] = replace(e, q_value=float(qj))
     return out
 
 
