@@ -14,8 +14,13 @@ labelled per turn (as a verifier or sentence labeler does) and validated with `e
 - other_grows: only other sentences are added after (mean 6) and A's rate per sentence halves: "fewer turns
   with A" is a real change against the length change, which the raw test is conservative for.
 
-Printed per scenario: the share of studies validating the claim (raw, as the held-out test decides), the share
-of those cautioned, and the share validated without a caution, the verdict a reader would take at face value.
+- length, 8 findings: as length, with eight sentence types A1..A8 (each 8% of sentences) tested together, as
+  the findings of one study are: a reader takes the study at face value when no claim validates uncautioned.
+
+Printed per scenario: the share of claims validated (raw, as the held-out test decides), the share of those
+cautioned, the share validated without a caution (the verdict a reader would take at face value), and the share
+of studies with any claim at face value. `--tasks 50 --turns 6` is a study of 2,400 turns a side, where
+within-bin length differences show.
 """
 
 from __future__ import annotations
@@ -44,10 +49,12 @@ class Scenario:
     rate_after: float = 0.08
     planted: float = 0.0  # share of after-turns given one more A sentence
     truth: str = "null"  # what a reader should conclude: 'null' or 'change'
+    claims: int = 1  # sentence types tested together, each with the rates above (planted: the first only)
 
 
 SCENARIOS = (
     Scenario("length", "increase", mean_after=6.0),
+    Scenario("length, 8 findings", "increase", mean_after=6.0, claims=8),
     Scenario("planted", "increase", planted=0.3, truth="change"),
     Scenario("planted_small", "increase", planted=0.1, truth="change"),
     Scenario("planted_longer", "increase", mean_after=6.0, planted=0.3, truth="change"),
@@ -55,9 +62,11 @@ SCENARIOS = (
 )
 
 
-def simulate(s: Scenario, rng: np.random.Generator, n_tasks: int, per_cell: int, turns: int) -> Population:
-    """One held-out population of text turns, and its labels as the segments' `label` column."""
-    rows, segs = [], []
+def simulate(
+    s: Scenario, rng: np.random.Generator, n_tasks: int, per_cell: int, turns: int
+) -> tuple[Population, pl.DataFrame]:
+    """One held-out population of text turns, and its labels (segment_id, hypothesis_id = sentence type)."""
+    rows, segs, labels = [], [], []
     key = sid = 0
     for checkpoint in ("before", "after"):
         after = checkpoint == "after"
@@ -66,13 +75,14 @@ def simulate(s: Scenario, rng: np.random.Generator, n_tasks: int, per_cell: int,
             for _ in range(per_cell):
                 rows.append({"rollout_key": key, "checkpoint": checkpoint, "task_id": f"t{t}", "reward": 1.0})
                 n = 1 + rng.poisson(mean - 1, turns)
-                has_a = rng.binomial(n, rate) > 0
+                has_a = rng.binomial(n[:, None], rate, (turns, s.claims)) > 0
                 if after and s.planted:
                     added = rng.random(turns) < s.planted
-                    n, has_a = n + added, has_a | added
+                    n, has_a[:, 0] = n + added, has_a[:, 0] | added
                 for sentences, label in zip(n, has_a, strict=True):
                     words = int(rng.normal(WORDS_PER_SENTENCE, 3, sentences).clip(3).sum())
-                    segs.append({"segment_id": sid, "rollout_key": key, "text": "w " * words, "label": bool(label)})
+                    segs.append({"segment_id": sid, "rollout_key": key, "text": "w " * words})
+                    labels += [(sid, claim, bool(a)) for claim, a in enumerate(label)]
                     sid += 1
                 key += 1
     segments = pl.DataFrame(segs).with_columns(
@@ -82,23 +92,25 @@ def simulate(s: Scenario, rng: np.random.Generator, n_tasks: int, per_cell: int,
     )
     rollouts = pl.DataFrame(rows)
     segments = segments.join(rollouts.select("rollout_key", "checkpoint", "task_id"), on="rollout_key")
-    return Population("heldout", "before", "after", rollouts, segments)
+    frame = pl.DataFrame(labels, schema=["segment_id", "hypothesis_id", "label"], orient="row")
+    return Population("heldout", "before", "after", rollouts, segments), frame.with_columns(weight=pl.lit(1.0))
 
 
 def run(s: Scenario, studies: int, seed: int, n_tasks: int, per_cell: int, turns: int) -> dict[str, float]:
     rng = np.random.default_rng([seed, SCENARIOS.index(s)])
-    validated = cautioned = 0
+    validated = cautioned = studies_at_face_value = 0
+    claims = [Claim(i, s.direction) for i in range(s.claims)]
     for _ in range(studies):
-        population = simulate(s, rng, n_tasks, per_cell, turns)
-        labels = population.segments.select("segment_id", "label", hypothesis_id=pl.lit(0), weight=pl.lit(1.0))
-        [v] = validate(population, labels, [Claim(0, s.direction)], rng, n_permutations=200)
-        if v.status == "validated":
-            validated += 1
-            cautioned += bool(v.equal_length and v.equal_length.caution)
+        population, labels = simulate(s, rng, n_tasks, per_cell, turns)
+        found = [v for v in validate(population, labels, claims, rng, n_permutations=200) if v.status == "validated"]
+        cautions = sum(bool(v.equal_length and v.equal_length.caution) for v in found)
+        validated, cautioned = validated + len(found), cautioned + cautions
+        studies_at_face_value += len(found) > cautions
     return {
-        "validated": validated / studies,
+        "validated": validated / (studies * s.claims),
         "cautioned": cautioned / max(validated, 1),
-        "face_value": (validated - cautioned) / studies,
+        "face_value": (validated - cautioned) / (studies * s.claims),
+        "studies": studies_at_face_value / studies,
     }
 
 
@@ -114,17 +126,19 @@ def main() -> None:
         f"{args.tasks} tasks x {args.per_cell}+{args.per_cell} rollouts x {args.turns} text turns, "
         f"{args.studies} studies per scenario"
     )
-    print(f"{'scenario':<16}{'truth':<8}{'claim':<10}{'validated':>10}{'cautioned':>11}{'face value':>12}{'s':>6}")
+    header = f"{'scenario':<20}{'truth':<8}{'claim':<10}{'validated':>10}{'cautioned':>11}{'face value':>12}"
+    print(f"{header}{'studies':>9}{'s':>6}")
     for s in SCENARIOS:
         start = time.perf_counter()
         r = run(s, args.studies, args.seed, args.tasks, args.per_cell, args.turns)
         print(
-            f"{s.name:<16}{s.truth:<8}{s.direction:<10}{r['validated']:>10.1%}{r['cautioned']:>11.1%}"
-            f"{r['face_value']:>12.1%}{time.perf_counter() - start:>6.0f}"
+            f"{s.name:<20}{s.truth:<8}{s.direction:<10}{r['validated']:>10.1%}{r['cautioned']:>11.1%}"
+            f"{r['face_value']:>12.1%}{r['studies']:>9.1%}{time.perf_counter() - start:>6.0f}"
         )
     print(
-        "validated: share of studies whose held-out test validates the claim; cautioned: share of those marked "
-        "'may be longer turns'; face value: validated without a caution (want ~0 under 'null', high under 'change')"
+        "validated: share of claims the held-out test validates; cautioned: share of those marked 'may be longer "
+        "turns'; face value: claims validated without a caution (want ~0 under 'null', high under 'change'); "
+        "studies: share of studies with any claim at face value"
     )
 
 
