@@ -17,6 +17,7 @@ import numpy as np
 from scipy import stats
 
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
+from engine.hypotheses.equal_length import about_length
 from engine.hypotheses.exemplars import (
     DEFAULT_MIN_SIMILARITY,
     MIN_PART,
@@ -67,7 +68,8 @@ def _preference(draft: Draft) -> int:
     return 1 if _structural(draft) or "tool_name" in json.dumps(draft.spec) else 2
 
 
-def _absorbed(draft: Draft, relation: str) -> dict[str, Any]:
+def absorbed(draft: Draft, relation: str) -> dict[str, Any]:
+    """What provenance keeps of a draft merged into another or explained by it, and how they relate."""
     return {
         "statement": draft.statement,
         "feature_ids": draft.provenance.get("feature_ids"),
@@ -82,9 +84,19 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
     anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
     offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it).
-    Then each exemplar is left in one finding (`_each_exemplar_once`), and the merge settles again."""
-    kept = _settled(_merge_pass(drafts, discovery), discovery)
-    return _settled(_each_exemplar_once(kept, discovery), discovery)
+    Then each exemplar is left in one finding (`_each_exemplar_once`), and the merge settles again. Drafts
+    about turn length stay out of it, one per labeler: a band of turn lengths is no wording of a behaviour, and
+    the behaviour's turns are longer, so its drafts lie inside the band and would be taken for narrower
+    wordings of it; which explains which is `engine.hypotheses.length_effects`'s to decide."""
+    lengths: list[Draft] = []
+    for draft in (d for d in drafts if about_length(d.spec)):
+        twin = next((k for k in lengths if k.spec == draft.spec), None)
+        if twin is None:
+            lengths.append(_fresh(draft))
+        else:
+            _take_in(twin, draft, "same labeler or statement")
+    kept = _settled(_merge_pass([d for d in drafts if not about_length(d.spec)], discovery), discovery)
+    return _settled(_each_exemplar_once(kept, discovery), discovery) + lengths
 
 
 def _settled(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
@@ -192,7 +204,7 @@ def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) 
         if same is None:
             kept.append(draft)
         else:
-            same.provenance.setdefault("other_fold", []).append(_absorbed(draft, "drafted on the other fold too"))
+            same.provenance.setdefault("other_fold", []).append(absorbed(draft, "drafted on the other fold too"))
     return kept
 
 
@@ -549,7 +561,7 @@ def _fresh(draft: Draft) -> Draft:
 def _take_in(into: Draft, draft: Draft, relation: str) -> None:
     """Record in `into`'s provenance that it absorbed `draft` (`relation`), with what `draft` had absorbed and
     explained."""
-    into.provenance["merged"] += [_absorbed(draft, relation), *draft.provenance.get("merged", [])]
+    into.provenance["merged"] += [absorbed(draft, relation), *draft.provenance.get("merged", [])]
     into.provenance["side_effects"] += draft.provenance.get("side_effects", [])
 
 
@@ -600,7 +612,7 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
         if explaining is not None:
             main = min(explaining, key=lambda k: discovery.z_among(draft, k.hits, False))
             if explaining is not nested and _cause_of(draft, main, discovery):
-                effects = [_absorbed(main, EXPLAINED + INSIDE), *main.provenance["side_effects"]]
+                effects = [absorbed(main, EXPLAINED + INSIDE), *main.provenance["side_effects"]]
                 draft.provenance["side_effects"] += effects
                 kept.remove(main)
                 continue
@@ -610,6 +622,6 @@ def _without_side_effects(kept: list[Draft], discovery: DiscoverySplit) -> list[
             if cause is None:
                 continue
             main, relation = cause, "follows this finding's segments in the same rollout"
-        main.provenance["side_effects"] += [_absorbed(draft, relation), *draft.provenance["side_effects"]]
+        main.provenance["side_effects"] += [absorbed(draft, relation), *draft.provenance["side_effects"]]
         kept.remove(draft)
     return kept

@@ -22,6 +22,7 @@ from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
 from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
+from engine.hypotheses.length_effects import without_length_effects
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.lifecycle import (
     STAGE,
@@ -182,6 +183,7 @@ def _draft_fold(
 
     with progress.track(f"drafting hypotheses on {SPLIT_NAMES[discovery.population.split]}", len(sources)) as advance:
         drafts = draft_all(sources, fires, discovery, session, rng)
+        drafts = without_length_effects(drafts, discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
         advance(len(sources), status=f"{len(drafts)} drafts")
     return _check_judges(drafts, discovery, session, rng, progress)
 
