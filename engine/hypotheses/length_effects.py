@@ -21,7 +21,7 @@ import polars as pl
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.equal_length import about_length
 from engine.hypotheses.length import BINNED_KINDS
-from engine.hypotheses.merge import absorbed
+from engine.hypotheses.merge import absorbed, turn_length
 from engine.hypotheses.validate import Claim, validate
 
 LONGER = "changed with turn length only ({})"
@@ -35,7 +35,7 @@ def without_length_effects(
     equal turn length while their turns changed length their way (`validate`'s caution, on the drafting fold),
     each recorded in the `side_effects` of the kept length draft of its kinds with the largest change; then
     less (2) the length drafts whose change the remaining sentence drafts' turns carry (`_explained_length`)."""
-    lengths = [d for d in drafts if _about_turn_length(d)]
+    lengths = [d for d in drafts if turn_length(d) and d.hits]
     sentences = [d for d in drafts if _sentence_draft(d)]
     if not lengths or not sentences:
         return drafts
@@ -61,10 +61,6 @@ def without_length_effects(
             main.provenance.setdefault("side_effects", []).extend(effects)
             gone.append(length)
     return [d for d in drafts if all(d is not g for g in gone)]
-
-
-def _about_turn_length(draft: Draft) -> bool:
-    return about_length(draft.spec) and bool(draft.hits) and bool(set(draft.kinds) & set(BINNED_KINDS))
 
 
 def _sentence_draft(draft: Draft) -> bool:

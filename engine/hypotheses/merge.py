@@ -27,6 +27,7 @@ from engine.hypotheses.exemplars import (
     segment_units,
     similar_nodes,
 )
+from engine.hypotheses.length import BINNED_KINDS
 from engine.hypotheses.ngrams import mostly_inside, nearly_equal
 from engine.hypotheses.statements import concept_statement, distinctive_words
 
@@ -68,6 +69,11 @@ def _preference(draft: Draft) -> int:
     return 1 if _structural(draft) or "tool_name" in json.dumps(draft.spec) else 2
 
 
+def turn_length(draft: Draft) -> bool:
+    """Whether a draft is about the length of text or reasoning turns (a length band of those kinds)."""
+    return about_length(draft.spec) and bool(draft.kinds) and set(draft.kinds) <= set(BINNED_KINDS)
+
+
 def absorbed(draft: Draft, relation: str) -> dict[str, Any]:
     """What provenance keeps of a draft merged into another or explained by it, and how they relate."""
     return {
@@ -85,17 +91,18 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
     offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it).
     Then each exemplar is left in one finding (`_each_exemplar_once`), and the merge settles again. Drafts
-    about turn length stay out of it, one per labeler: a band of turn lengths is no wording of a behaviour, and
-    the behaviour's turns are longer, so its drafts lie inside the band and would be taken for narrower
-    wordings of it; which explains which is `engine.hypotheses.length_effects`'s to decide."""
+    about the length of text or reasoning turns stay out of it, one per labeler: a band of turn lengths is no
+    wording of a behaviour, and the behaviour's turns are longer, so its drafts lie inside the band and would
+    be taken for narrower wordings of it; which explains which is `engine.hypotheses.length_effects`'s to
+    decide."""
     lengths: list[Draft] = []
-    for draft in (d for d in drafts if about_length(d.spec)):
+    for draft in (d for d in drafts if turn_length(d)):
         twin = next((k for k in lengths if k.spec == draft.spec), None)
         if twin is None:
             lengths.append(_fresh(draft))
         else:
             _take_in(twin, draft, "same labeler or statement")
-    kept = _settled(_merge_pass([d for d in drafts if not about_length(d.spec)], discovery), discovery)
+    kept = _settled(_merge_pass([d for d in drafts if not turn_length(d)], discovery), discovery)
     return _settled(_each_exemplar_once(kept, discovery), discovery) + lengths
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from engine.hypotheses.equal_length import LENGTH_FEATURE
+from engine.hypotheses.length import BINNED_KINDS
 from engine.hypotheses.verifier import KINDS
 from engine.kinds import DISCOVERY, FAMILIES
 from engine.store import Store
@@ -82,8 +83,8 @@ def _kinds(kind: str) -> tuple[str, ...]:
 def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[DraftSource]:
     """Significant clusters and the significant features no cluster covers, strongest first within each
     testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`; then every significant
-    turn-length band, beside the limit (a fact about length, drafted so that `length_effects` can tell what it
-    explains, takes no other source's place)."""
+    length band of text or reasoning turns, beside the limit (a fact about length, drafted so that
+    `length_effects` can tell what it explains, takes no other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
     queues: dict[str, list[DraftSource]] = {}
@@ -107,7 +108,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
         # a concept or group feature in a cluster is still drafted on its own: its sentences name a behaviour,
         # where the cluster's draft is the phrase of its strongest (SAE) member (docs/concepts.md); so is a
         # length band, a change of its own that may explain others (`length_effects`)
-        covered.update((i, c["kind"]) for i in ids if not _drafted_alone(info[i]))
+        covered.update((i, c["kind"]) for i in ids if not _drafted_alone(info[i], c["kind"]))
         queues.setdefault(_cluster_queue({info[i]["source"] for i in ids}), []).append(
             DraftSource(
                 _kinds(c["kind"]),
@@ -136,7 +137,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
         f = info.get(d["feature_id"])
         if f is None or (d["feature_id"], d["kind"]) in covered or (d["kind"] == "any" and d["feature_id"] in by_kind):
             continue
-        (lengths if f["name"].startswith(LENGTH_FEATURE) else queues.setdefault(d["family"], [])).append(
+        (lengths if _turn_length(f, d["kind"]) else queues.setdefault(d["family"], [])).append(
             DraftSource(
                 _kinds(d["kind"]),
                 (f["feature_id"],),
@@ -153,10 +154,17 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     return _in_turn(queues, limit) + lengths
 
 
-def _drafted_alone(feature: dict[str, str]) -> bool:
-    """Whether a feature is drafted on its own even inside a cluster: a concept or group feature, or a turn
-    length band."""
-    return feature["source"] in ("concept", "group") or feature["name"].startswith(LENGTH_FEATURE)
+def _drafted_alone(feature: dict[str, str], kind: str) -> bool:
+    """Whether a feature is drafted on its own even inside a cluster (of segments of `kind`): a concept or
+    group feature, or a turn-length band."""
+    return feature["source"] in ("concept", "group") or _turn_length(feature, kind)
+
+
+def _turn_length(feature: dict[str, str], kind: str) -> bool:
+    """Whether a feature is a length band of text or reasoning turns (`kind`), whose relation to the sentence
+    drafts of the same turns `length_effects` decides. A tool call's length stays an ordinary structural fact
+    (a hand-off tool with long summaries gone makes short calls the rule: the tool's finding explains it)."""
+    return feature["name"].startswith(LENGTH_FEATURE) and kind in BINNED_KINDS
 
 
 def _cluster_queue(sources: set[str]) -> str:
