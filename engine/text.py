@@ -45,6 +45,11 @@ def informative(word: str) -> bool:
     return word not in STOPWORDS and word != ID and _LETTERS.search(word) is not None
 
 
+def informative_words(text: str) -> set[str]:
+    """The informative words of a text (`informative`: no stopword, number, id or symbol), each once."""
+    return {w for w, _, _ in words(text) if informative(w)}
+
+
 def _plain(word: str) -> bool:
     """A word that is letters (not a number, an id or a symbol), so a regex can find it in the raw text."""
     return word != ID and _LETTERS.search(word) is not None

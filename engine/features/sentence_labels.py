@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.features.labels import KIND_NAMES, clean
-from engine.text import informative, words
+from engine.text import informative_words
 
 LABEL_WORDS = 4  # distinctive words shown in a label
 MEDOID_CHARS = 90  # the medoid sentence is cut to this many characters in the label
@@ -34,18 +34,13 @@ class SentenceLabel:
     words: list[dict[str, float | str]]  # [{"word", "z"}], most distinctive first
 
 
-def sentence_words(text: str) -> set[str]:
-    """The informative words of a sentence, normalised as the token-SAE labels do (ids as <id>, digits as #)."""
-    return {w for w, _, _ in words(text) if informative(w)}
-
-
 def background_counts(texts: Iterable[str]) -> tuple[Counter, int]:
     """In how many sentences each informative word occurs, and how many sentences there were."""
     counts: Counter = Counter()
     n = 0
     for text in texts:
         n += 1
-        counts.update(sentence_words(text))
+        counts.update(informative_words(text))
     return counts, n
 
 
@@ -58,7 +53,7 @@ def medoid(vectors: np.ndarray) -> int:
 
 def distinctive_words(top: Sequence[str], background: Counter, n_background: int) -> list[dict[str, float | str]]:
     """Words of the top sentences ranked by the z-score of their weighted log-odds against the background."""
-    counts = Counter(w for text in top for w in sentence_words(text))
+    counts = Counter(w for text in top for w in informative_words(text))
     n_top = len(top)
     least = max(2, math.ceil(MIN_SHARE * n_top))
     n_bg = max(n_background, 1)

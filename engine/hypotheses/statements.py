@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from engine.text import STOPWORDS, informative
-from engine.text import words as word_spans
+from engine.text import STOPWORDS, informative_words
 
 _UNITS = {"tool_call": "tool calls", "text": "text turns", "reasoning": "reasoning turns"}
 # Words that carry no behaviour of their own: discourse markers, hedges and contractions an n-gram diff turns up
@@ -111,8 +110,8 @@ def distinctive_words(inside: Sequence[str], outside: Sequence[str], k: int = DI
     once per sentence), seen in at least two inside sentences. Words as the n-gram features read them
     (`engine.text.words`): a code that mixes letters and digits (a reservation "NQNU5R") is one task's object,
     not a word of the behaviour."""
-    a = Counter(w for t in inside for w in _informative(t) if len(w) >= 3)
-    b = Counter(w for t in outside for w in _informative(t))
+    a = Counter(w for t in inside for w in informative_words(t) if len(w) >= 3)
+    b = Counter(w for t in outside for w in informative_words(t))
     n_a, n_b = len(inside) + 1, len(outside) + 1
 
     def log_odds(word: str) -> float:
@@ -120,8 +119,3 @@ def distinctive_words(inside: Sequence[str], outside: Sequence[str], k: int = DI
 
     ranked = sorted((w for w in a if a[w] >= 2 and log_odds(w) > 0), key=lambda w: (-log_odds(w), w))
     return ranked[:k]
-
-
-def _informative(text: str) -> set[str]:
-    """The informative words of a text (no stopword, number, code or symbol), each once."""
-    return {w for w, _, _ in word_spans(text) if informative(w)}
