@@ -3,7 +3,8 @@
 Increases are planted into the *after* file and decreases into the *before* file, each at a known rate over
 its eligible segments; the ground truth lists every planted segment. A behaviour counts as recovered when a
 validated hypothesis's held-out labels match its planted held-out segments with F1 >= 0.5 and the
-hypothesis claims the right direction. A naive baseline (word n-gram prevalence differences with Fisher
+hypothesis claims the right direction (a cross-fitted small study's finding drafted on the held-out fold is
+scored on discovery, where it was tested). A naive baseline (word n-gram prevalence differences with Fisher
 tests, segments treated as independent) is scored the same way on the same split.
 """
 
@@ -24,12 +25,13 @@ from scipy.stats import fisher_exact
 from engine.config import AnalyzeConfig
 from engine.hypotheses.ngrams import NgramIndex
 from engine.hypotheses.population import load_population
+from engine.hypotheses.provenance import tested_split
 from engine.hypotheses.verifier import Verifier
-from engine.kinds import DISCOVERY, HELDOUT
+from engine.kinds import DISCOVERY, HELDOUT, Split
 from engine.progress import NullProgress, Progress
 from engine.stats.fdr import bh_qvalues
 from engine.store import Store
-from engine.store.queries.rollouts import heldout_segments_at
+from engine.store.queries.rollouts import segments_at
 from engine.text import ngram_regex
 
 log = logging.getLogger(__name__)
@@ -169,11 +171,13 @@ def plant(
 
 @dataclass(frozen=True)
 class Candidate:
-    """A validated finding to score: its claimed direction and its positive held-out segments."""
+    """A validated finding to score: its claimed direction and its positive segments on the split it was
+    tested on (held-out; discovery for a small study's finding drafted on the held-out fold)."""
 
     label: str
     direction: str
     positives: frozenset[int]
+    split: Split = HELDOUT
 
 
 @dataclass
@@ -193,23 +197,28 @@ class Score:
         return sum(self.recovered.values())
 
 
-def planted_segment_ids(store: Store, truth: list[PlantedSegment]) -> dict[str, set[int]]:
-    """Held-out segment ids of each planted behaviour."""
+# Each split's segment ids of each planted behaviour: {split: {behaviour: ids}}.
+PlantedIds = dict[str, dict[str, set[int]]]
+
+
+def planted_segment_ids(store: Store, truth: list[PlantedSegment]) -> PlantedIds:
+    """The segment ids of each planted behaviour, split by split (a finding is scored on the split it was
+    tested on)."""
     if not truth:
         return {}
     frame = pl.DataFrame([asdict(t) for t in truth]).select(
         "checkpoint", "rollout_id", "message_index", "part_index", "kind", label="behaviour"
     )
-    out: dict[str, set[int]] = {}
-    for name, sid in heldout_segments_at(store.cursor(), frame.to_arrow()):
-        out.setdefault(name, set()).add(sid)
+    out: PlantedIds = {}
+    for name, split, sid in segments_at(store.cursor(), frame.to_arrow()):
+        out.setdefault(split, {}).setdefault(name, set()).add(sid)
     return out
 
 
 def score(
     method: str,
     candidates: list[Candidate],
-    planted: dict[str, set[int]],
+    planted: PlantedIds,
     behaviours: tuple[Behaviour, ...] = BEHAVIOURS,
 ) -> Score:
     result = Score(method, validated=len(candidates))
@@ -217,8 +226,9 @@ def score(
         result.recall[b.name] = 0.0
     for c in candidates:
         best, precision = 0.0, 0.0
+        on_split = planted.get(c.split, {})
         for b in behaviours:
-            truth = planted.get(b.name, set())
+            truth = on_split.get(b.name, set())
             f1 = 2 * len(c.positives & truth) / (len(c.positives) + len(truth)) if truth or c.positives else 0.0
             best = max(best, f1)
             precision = max(precision, len(c.positives & truth) / max(len(c.positives), 1))
@@ -235,13 +245,13 @@ def score(
 
 
 def pipeline_candidates(store: Store) -> list[Candidate]:
-    """Validated hypotheses of an analysed store, with their positive held-out labels."""
+    """Validated hypotheses of an analysed store, with their positive labels on the split each was tested on."""
     rows = store.frame(
-        "SELECT h.hypothesis_id, h.statement, h.direction, list(l.segment_id) FILTER (WHERE l.label) AS positives "
-        "FROM hypotheses h LEFT JOIN hypothesis_labels l USING (hypothesis_id) WHERE h.status = 'validated' "
-        "GROUP BY ALL ORDER BY h.hypothesis_id"
+        "SELECT h.hypothesis_id, h.statement, h.direction, list(l.segment_id) FILTER (WHERE l.label) AS positives, "
+        "h.provenance FROM hypotheses h LEFT JOIN hypothesis_labels l USING (hypothesis_id) "
+        "WHERE h.status = 'validated' GROUP BY ALL ORDER BY h.hypothesis_id"
     )
-    return [Candidate(r[1], r[2], frozenset(r[3] or [])) for r in rows.iter_rows()]
+    return [Candidate(r[1], r[2], frozenset(r[3] or []), tested_split(r[4])) for r in rows.iter_rows()]
 
 
 # -- the naive baseline ---------------------------------------------------------------------------------------

@@ -347,7 +347,10 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         for method, sc in r.scores.items():
             yield f"| {r.suite} | {r.seed} | {method} | {_summary(sc, len(r.behaviours))} |"
     yield ""
-    yield "Held-out F1 of the best validated finding in the right direction (planted: segments in all splits):"
+    yield (
+        "F1 of the best validated finding in the right direction, on the split it was tested on (held-out; a "
+        "small study's findings drafted on the held-out fold, discovery); planted: segments in all splits:"
+    )
     yield ""
     yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " |"
     yield "|---|---:|---|---:|" + "---:|" * len(_methods(report))
@@ -358,7 +361,7 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
     yield ""
     yield (
         f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all; "
-        f"fragments: unrelated, but >= {FRAGMENT_PRECISION:.0%} of the finding's held-out positives are one "
+        f"fragments: unrelated, but >= {FRAGMENT_PRECISION:.0%} of the finding's positives are one "
         "behaviour's planted segments."
     )
     yield ""

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engine.ingest import ingest_file
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.planted import (
     BEHAVIOURS,
     SAMPLE_PAIR,
@@ -51,8 +52,10 @@ def test_planting_follows_rates_and_directions(planted_store) -> None:
 
 def test_ground_truth_points_at_the_planted_segments(planted_store) -> None:
     store, truth, _ = planted_store
-    planted = planted_segment_ids(store, truth)
-    assert set(planted) == {b.name for b in BEHAVIOURS}
+    by_split = planted_segment_ids(store, truth)
+    assert sum(len(ids) for split in by_split.values() for ids in split.values()) == len(truth)
+    planted = by_split[HELDOUT]
+    assert set(planted) == set(by_split[DISCOVERY]) == {b.name for b in BEHAVIOURS}
     texts = dict(
         store.execute(
             "SELECT segment_id, text FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
@@ -66,7 +69,7 @@ def test_ground_truth_points_at_the_planted_segments(planted_store) -> None:
 
 
 def test_scoring_counts_matches_directions_and_false_discoveries() -> None:
-    planted = {"certainly": {1, 2, 3, 4}, "email_summary": {10, 11}}
+    planted = {HELDOUT: {"certainly": {1, 2, 3, 4}, "email_summary": {10, 11}}}
     result = score(
         "x",
         [
@@ -85,10 +88,20 @@ def test_scoring_counts_matches_directions_and_false_discoveries() -> None:
 
 
 def test_a_narrow_phrase_of_a_behaviour_is_an_unrelated_fragment() -> None:
-    planted = {"certainly": set(range(100))}
+    planted = {HELDOUT: {"certainly": set(range(100))}}
     narrow = Candidate("narrow", "decrease", frozenset({1, 2, 3, 200}))  # F1 0.06, 3 of its 4 positives planted
     result = score("x", [narrow], planted)
     assert result.false_discoveries == 1 and result.fragments == 1
+
+
+def test_a_finding_tested_on_discovery_is_scored_against_discovery() -> None:
+    """A small study's finding drafted on the held-out fold is tested, and so scored, on discovery."""
+    planted = {HELDOUT: {"certainly": {1, 2, 3}}, DISCOVERY: {"certainly": {7, 8, 9}}}
+    crossfit = Candidate("cross-fitted", "decrease", frozenset({7, 8, 9}), DISCOVERY)
+    result = score("x", [crossfit], planted)
+    assert result.recovered["certainly"] and result.false_discoveries == 0
+    result = score("x", [Candidate("held-out", "decrease", frozenset({7, 8, 9}))], planted)
+    assert not result.recovered["certainly"] and result.false_discoveries == 1
 
 
 def test_naive_baseline_finds_planted_phrases(planted_store) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from engine.ingest import ingest_file
+from engine.kinds import HELDOUT
 from engine.planted import SAMPLE_PAIR, planted_segment_ids, read_records
 from engine.planted_paraphrase import (
     HABIT_RATES,
@@ -268,7 +269,7 @@ def _ingested(store: Store, planted) -> dict[str, set[int]]:
     ingest_file(store, planted.before, "before")
     ingest_file(store, planted.after, "after")
     store.execute("UPDATE rollouts SET split = 'heldout'")
-    ids = planted_segment_ids(store, planted.truth)
+    ids = planted_segment_ids(store, planted.truth)[HELDOUT]
     assert {name: len(s) for name, s in ids.items()} == dict(Counter(t.behaviour for t in planted.truth))
     return ids
 

@@ -168,19 +168,19 @@ def count_where(con: Executor, expression: str) -> int:
     return int(fetch_rows(con, f"SELECT count(*) FROM rollouts WHERE ({expression})")[0][0])
 
 
-def heldout_segments_at(con: Connection, positions: pa.Table) -> list[tuple[str, int]]:
-    """(label, segment id) of the held-out segments at `positions` (label, checkpoint, rollout_id,
-    message_index, part_index, kind). `con` is a cursor of its own (the positions are registered on it)."""
+def segments_at(con: Connection, positions: pa.Table) -> list[tuple[str, str, int]]:
+    """(label, split, segment id) of the segments at `positions` (label, checkpoint, rollout_id, message_index,
+    part_index, kind) that lie in a split. `con` is a cursor of its own (the positions are registered on it)."""
     con.register("_positions", positions)
     try:
         return [
-            (str(label), int(segment_id))
-            for label, segment_id in fetch_rows(
+            (str(label), str(split), int(segment_id))
+            for label, split, segment_id in fetch_rows(
                 con,
-                "SELECT p.label, s.segment_id FROM _positions p JOIN rollouts r "
+                "SELECT p.label, r.split, s.segment_id FROM _positions p JOIN rollouts r "
                 "ON r.checkpoint = p.checkpoint AND r.rollout_id = p.rollout_id JOIN segments s ON s.rollout_key = "
                 "r.rollout_key AND s.message_index = p.message_index AND s.part_index = p.part_index "
-                "AND s.kind = p.kind WHERE r.split = 'heldout'",
+                "AND s.kind = p.kind WHERE r.split IN ('discovery', 'heldout')",
             )
         ]
     finally:
