@@ -32,8 +32,8 @@ EXPLAINED_VARIANCE = 0.5  # on held-out sentences; measured 0.567 (32 latents, k
 
 def test_width_grows_with_the_data_within_bounds() -> None:
     assert concept_width(100, 384) == MIN_WIDTH
-    assert concept_width(20_000, 384) == 500 // 32 * 32
-    assert concept_width(10**7, 384) == 4 * 384
+    assert concept_width(5_000, 384) == 500 // 32 * 32  # one latent per SENTENCES_PER_LATENT sentences
+    assert concept_width(20_000, 384) == concept_width(10**7, 384) == 4 * 384
     settings = concept_settings(FeatureSettings(), 5000, 384)
     assert settings.sae_k == K and settings.sae_width == concept_width(5000, 384) and settings.sae_steps >= 300
 

@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONCEPT_HOOK = "rldiff.sentence_embedding"  # hook name recorded in a concept SAE's metadata
-SENTENCES_PER_LATENT = 40
+# A latent fires on about n * K / width of n sentences: at one latent per 10 sentences, 80, the size of a behaviour
+# said in a few dozen discovery sentences. At one per 40 (320) a latent was a topic that such a behaviour shared
+# with hundreds of ordinary sentences (docs/concepts.md, "Width").
+SENTENCES_PER_LATENT = 10
 MIN_WIDTH = 32
 MAX_WIDTH_FACTOR = 4
 K = 8  # active concepts per sentence

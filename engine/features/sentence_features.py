@@ -29,7 +29,8 @@ import pyarrow as pa
 
 from engine.config import AnalyzeConfig
 from engine.features.cache import side_dir
-from engine.features.concepts import MIN_SENTENCES, concept_codes, load_concepts, train_concepts
+from engine.features.concepts import MIN_SENTENCES, concept_codes, concept_width, load_concepts, train_concepts
+from engine.features.concepts import K as CONCEPT_K
 from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
 from engine.features.reader_spec import ReaderSpec
 from engine.features.run import CANDIDATES_PER_EXAMPLE, DISCOVERY_ROLLOUTS, SEGMENTS, ranked_examples
@@ -210,8 +211,10 @@ def _concept_sae(
     if config.concept_sae:
         metrics["concept_sae_source"] = str(config.concept_sae)
         return load_concepts(Path(config.concept_sae).expanduser(), device, embedder.dim)
+    # the SAE's shape is in the key: one trained under another sizing rule is not reused
+    shape = {"width": concept_width(len(texts), embedder.dim), "k": CONCEPT_K}
     key = hashlib.sha256(
-        json.dumps({"embedder": embedder.cache_key, "seed": seed, "sentences": sorted(texts)}).encode()
+        json.dumps({"embedder": embedder.cache_key, "seed": seed, **shape, "sentences": sorted(texts)}).encode()
     ).hexdigest()[:16]
     folder = side_dir(store.path) / "sae" / f"concepts-{key}"
     trained = train_concepts(
