@@ -85,6 +85,12 @@ def simulate(
                     labels += [(sid, claim, bool(a)) for claim, a in enumerate(label)]
                     sid += 1
                 key += 1
+    return held_out(rows, segs, labels)
+
+
+def held_out(rows: list[dict], segs: list[dict], labels: list[tuple]) -> tuple[Population, pl.DataFrame]:
+    """A held-out population of text turns from rollout rows (rollout_key, checkpoint, task_id, reward), segment
+    rows (segment_id, rollout_key, text) and labels (segment_id, hypothesis_id, label), each of weight 1."""
     segments = pl.DataFrame(segs).with_columns(
         kind=pl.lit("text"),
         tool_name=pl.lit(None, pl.Utf8),

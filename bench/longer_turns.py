@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from engine.config import AnalyzeConfig
-from engine.hypotheses.equal_length import about_length, length_caution
+from engine.hypotheses.cautions import has_caution
+from engine.hypotheses.equal_length import about_length
 from engine.pipeline import analyze
 from engine.planted import SAMPLE_PAIR, analysed_study, read_records, write_records
 from engine.planted_paraphrase import background, plant_paraphrased
@@ -62,8 +63,8 @@ def run(seed: int, share: float, work: Path) -> None:
         ).rows()
     found = [(statement, json.loads(spec or "null"), json.loads(prov or "{}")) for statement, spec, prov in rows]
     length = [f for f in found if about_length(f[1])]
-    cautioned = [f for f in found if not about_length(f[1]) and length_caution(f[2])]
-    face_value = [f for f in found if not about_length(f[1]) and not length_caution(f[2])]
+    cautioned = [f for f in found if not about_length(f[1]) and has_caution(f[2])]
+    face_value = [f for f in found if not about_length(f[1]) and not has_caution(f[2])]
     effects = sum("turn length" in e.get("relation", "") for f in found for e in f[2].get("side_effects", []))
     print(f"  validated about length: {len(length)}, cautioned: {len(cautioned)}, at face value: {len(face_value)}")
     print(f"  drafts listed as side effects of turn length: {effects}  ({time.perf_counter() - start:.0f} s)")

@@ -11,11 +11,12 @@ import polars as pl
 import pytest
 from factories_hypotheses import FILLER, Planted, make_study
 
-from engine.hypotheses.equal_length import EqualLength, about_length, caution_line, length_caution
+from engine.hypotheses.cautions import caution_line, has_caution
+from engine.hypotheses.equal_length import EqualLength, about_length
 from engine.hypotheses.length import length_strata
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.provenance import provenance_text
-from engine.hypotheses.validate import Claim, _equal_length_q, validate
+from engine.hypotheses.validate import Claim, _caution_q, validate
 from engine.hypotheses.verifier import Verifier
 from engine.kinds import HELDOUT
 
@@ -131,11 +132,11 @@ def test_holding_at_equal_length_is_one_claim_per_finding_whose_turns_grew() -> 
     validate, or whose turns shrank, is not in that family."""
     grew = [EqualLength(0.03, 0.0, 0.06, p, 100.0, 150.0) for p in (0.02, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)]
     shrank = EqualLength(0.03, 0.0, 0.06, 0.001, 100.0, 60.0)
-    family = _equal_length_q([*grew, grew[1], shrank], [True] * 9 + [False, True], [1.0] * 11)
+    family = _caution_q([*grew, grew[1], shrank], [True] * 9 + [False, True], [1.0] * 11)
     assert family[0] is not None and family[0].q_value == pytest.approx(0.18)
     assert family[0].needs_caution(1.0, 0.05) and not grew[0].needs_caution(1.0, 0.05)
     assert family[9] is not None and family[9].q_value is None and family[10] == shrank
-    [alone] = _equal_length_q(grew[:1], [True], [1.0])
+    [alone] = _caution_q(grew[:1], [True], [1.0])
     assert alone is not None and alone.q_value == pytest.approx(0.02) and not alone.needs_caution(1.0, 0.05)
 
 
@@ -151,6 +152,6 @@ def test_provenance_names_the_equal_length_result() -> None:
         "at equal turn length +1.2 pts (CI -1.0 to +3.4), p=0.3; turns without it 87 -> 127 words"
         in provenance_text(row)
     )
-    assert length_caution(row.provenance) and not length_caution({})
+    assert has_caution(row.provenance) and not has_caution({})
     assert caution_line(row.provenance, "increase") == f"it may be longer turns: {equal.phrase()}"
     assert caution_line({"equal_length": {**equal.as_json(), "caution": False}}, "increase") is None

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from engine.hypotheses.equal_length import length_caution
+from engine.hypotheses.cautions import has_caution
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.store.queries import DeltaRow
 from tests.factories_tui import settle
@@ -585,7 +585,7 @@ async def test_a_finding_that_may_be_longer_turns_is_marked_in_the_list_and_deta
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_hypotheses(app, pilot)
-        marks = {h.hypothesis_id: (screen._cells(h)[1].plain, length_caution(h.provenance)) for h in screen.rows}
+        marks = {h.hypothesis_id: (screen._cells(h)[1].plain, has_caution(h.provenance)) for h in screen.rows}
         assert marks[hid] == ("✓*", True) and all(m.endswith("*") == flagged for m, flagged in marks.values())
         app.jump("hypothesis", hid)
         await settle(pilot)

@@ -20,12 +20,12 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
         return 0
     from rich.text import Text
 
-    from engine.hypotheses.equal_length import length_caution
+    from engine.hypotheses.cautions import caution_flag
     from engine.safe_text import clean
 
     for h in rows:  # one line each, cut at the terminal's width
         q = "–" if h.q_value is None else f"{h.q_value:.3g}"
-        flag = "(may be turn length) " if length_caution(h.provenance) else ""
+        flag = caution_flag(h.provenance)
         if h.same_evidence:  # listed beneath the finding it likely restates (queries.shared_evidence)
             flag += f"(same behaviour as {h.same_evidence.hypothesis_id}?) "
         line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {flag}{' '.join(clean(h.statement).split())}"

@@ -77,15 +77,3 @@ def about_length(spec: Any) -> bool:
     if isinstance(spec, list):
         return any(about_length(v) for v in spec)
     return False
-
-
-def length_caution(provenance: dict[str, Any] | None) -> bool:
-    """Whether a hypothesis's held-out result carries the equal-length caution (its provenance's)."""
-    return bool(((provenance or {}).get("equal_length") or {}).get("caution"))
-
-
-def caution_line(provenance: dict[str, Any] | None, direction: str) -> str | None:
-    """The caution a validated finding carries, in words (None without one): the report's line."""
-    if provenance is None or not length_caution(provenance):
-        return None
-    return EqualLength(**provenance["equal_length"]).caution_text(1.0 if direction == "increase" else -1.0)

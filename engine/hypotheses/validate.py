@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -15,6 +16,7 @@ import polars as pl
 from engine.hypotheses.equal_length import EqualLength
 from engine.hypotheses.length import equal_length_rates, words_per_turn
 from engine.hypotheses.population import Population
+from engine.hypotheses.turn_count import TurnCount
 from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
@@ -63,6 +65,7 @@ class Validation:
     scope: str = "these tasks"  # what the test speaks for: 'these tasks' or 'new tasks'
     floor: float | None = None  # smallest p-value the held-out design allows
     equal_length: EqualLength | None = None  # the test within turn-length strata, where it applies
+    turn_count: TurnCount | None = None  # the test of turns like it a rollout
 
 
 def _num(x: float) -> float | None:
@@ -129,6 +132,8 @@ def validate(
     )
     test = run_test(counts, totals, is_after, task)
     equal = _equal_length(labelled, claims, totals, is_after, task, run_test)
+    # its own stream (spawning leaves `rng`'s draws as they were): the caller's later draws do not move
+    per_rollout = _turn_count(counts, totals, is_after, task, partial(run_test, rng=rng.spawn(1)[0]))
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
@@ -146,16 +151,21 @@ def validate(
         )
         for j in range(len(claims))
     ]  # fmt: skip
-    equal = _equal_length_q(equal, [status == "validated" for status, _ in decided], signs)
+    validated = [status == "validated" for status, _ in decided]
+    equal = _caution_q(equal, validated, signs)
+    per_rollout = _caution_q(per_rollout, validated, signs)
     out = []
     for j, claim in enumerate(claims):
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = signs[j]
         status, reason = decided[j]
-        at_length = equal[j]
+        at_length, turns = equal[j], per_rollout[j]
         if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
             at_length = replace(at_length, caution=True)
             reason = f"caution, {at_length.caution_text(sign)}; {reason}"
+        if status == "validated" and turns is not None and turns.needs_caution(sign, fdr):
+            turns = replace(turns, caution=True)
+            reason = f"caution, {turns.caution_text(sign)}; {reason}"
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -174,6 +184,7 @@ def validate(
                 test.scope,
                 _num(test.floor[j]),
                 at_length,
+                turns,
             )
         )
     return out
@@ -215,18 +226,48 @@ def _equal_length(
     return out
 
 
-def _equal_length_q(
-    equal: list[EqualLength | None], validated: list[bool], signs: list[float]
-) -> list[EqualLength | None]:
-    """The equal-length tests with a BH q over the validated claims whose turns changed length their way
-    (`EqualLength.moved`): each of them is taken at face value only if it holds at equal length, so that is a
-    claim of its own, one per finding, and a study with many length-driven findings (a checkpoint whose turns
-    are half as long again) would otherwise pass one in twenty of them."""
-    family = [(j, e) for j, e in enumerate(equal) if e is not None and validated[j] and e.moved(signs[j])]
-    q = bh_qvalues(np.array([e.p_value for _, e in family], dtype=np.float64))
-    out = list(equal)
-    for (j, e), qj in zip(family, q, strict=True):
-        out[j] = replace(e, q_value=float(qj))
+def _turn_count(
+    counts: np.ndarray,
+    totals: np.ndarray,
+    is_after: np.ndarray,
+    task: np.ndarray,
+    run_test: Callable[..., PrevalenceTest],
+) -> list[TurnCount | None]:
+    """Each claim's change in turns like it a rollout (`TurnCount`), on the rollouts and design of the main
+    test: each rollout with labelled turns contributes its count (and its turns, for the turns a rollout each
+    checkpoint has), one without gets the label-free task mean, as in the main test."""
+    labelled = (totals > 0).astype(np.float64)
+    test = run_test(np.hstack([counts, totals]), np.hstack([labelled, labelled]), is_after, task)
+    n = counts.shape[1]
+    out: list[TurnCount | None] = [None] * n
+    for j in range(n):
+        values = (test.delta[j], test.p_value[j], test.prevalence_before[n + j], test.prevalence_after[n + j])
+        if all(np.isfinite(v) for v in values):
+            delta, p, before, after = (float(v) for v in values)
+            out[j] = TurnCount(delta, _num(test.ci_low[j]), _num(test.ci_high[j]), p, before, after)
+    return out
+
+
+class _FaceValueTest(Protocol):
+    @property
+    def p_value(self) -> float: ...
+
+    def moved(self, sign: float) -> bool: ...
+
+
+T = TypeVar("T", bound=_FaceValueTest)
+
+
+def _caution_q(tests: list[T | None], validated: list[bool], signs: list[float]) -> list[T | None]:
+    """`tests` (equal length, turns a rollout) with a BH q over the validated claims whose turns changed their
+    way (`moved`): each of them is taken at face value only if it holds under that test, so that is a claim of
+    its own, one per finding, and a study with many findings the change moves (a checkpoint whose turns are half
+    as long again) would otherwise pass one in twenty of them."""
+    family = [(j, t) for j, t in enumerate(tests) if t is not None and validated[j] and t.moved(signs[j])]
+    q = bh_qvalues(np.array([t.p_value for _, t in family], dtype=np.float64))
+    out = list(tests)
+    for (j, t), qj in zip(family, q, strict=True):
+        out[j] = replace(t, q_value=float(qj))  # type: ignore[type-var]  # T is a frozen dataclass
     return out
 
 

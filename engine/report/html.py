@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
-from engine.hypotheses.equal_length import caution_line
+from engine.hypotheses.cautions import caution_line
 from engine.hypotheses.provenance import provenance_text
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text

@@ -11,7 +11,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
-from engine.hypotheses.equal_length import length_caution
+from engine.hypotheses.cautions import has_caution
 from engine.hypotheses.provenance import other_fold_wordings, provenance_text
 from engine.kinds import DECISIONS, EXPLORATORY, HELDOUT, UNDECIDED, DecisionFilter, Status
 from engine.safe_text import one_line, safe
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tui.jobs import HypothesisTestState
 
 STATUS_MARK = {"validated": "✓", "rejected": "✗", "inconclusive": "?", "proposed": "·", "exploratory": "~"}
-LENGTH_MARK = "*"  # validated with a caution: it may be longer (shorter) turns (engine.hypotheses.equal_length)
+CAUTION_MARK = "*"  # validated with a caution: it may be turn length or count (engine.hypotheses.cautions)
 DECISION_MARK = {"accepted": "acc", "rejected": "rej"}
 # What the f and d keys cycle through, in this order.
 STATUSES: tuple[Status | None, ...] = (None, "validated", "inconclusive", "rejected", "proposed", EXPLORATORY)
@@ -104,7 +104,7 @@ class HypothesesScreen(RldiffScreen):
         palette = self.palette
         return [
             Text(str(h.hypothesis_id)),
-            Text(STATUS_MARK.get(h.status, " ") + (LENGTH_MARK if length_caution(h.provenance) else ""), style="bold"),
+            Text(STATUS_MARK.get(h.status, " ") + (CAUTION_MARK if has_caution(h.provenance) else ""), style="bold"),
             Text(DECISION_MARK.get(h.decision or "", ""), style="bold"),
             statement_cell(h, self._statement_width),
             Text(pp(h.delta), style=palette.more if (h.delta or 0) > 0 else palette.less, justify="right"),
