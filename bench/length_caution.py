@@ -120,12 +120,18 @@ def run(s: Scenario, studies: int, seed: int, n_tasks: int, per_cell: int, turns
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def replication_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a bench that replicates studies through `validate`: studies, seed, tasks, rollouts a cell."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--studies", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tasks", type=int, default=20)
     parser.add_argument("--per-cell", type=int, default=4)
+    return parser
+
+
+def main() -> None:
+    parser = replication_parser(__doc__)
     parser.add_argument("--turns", type=int, default=4, help="text turns per rollout")
     args = parser.parse_args()
     print(

@@ -19,7 +19,6 @@ either caution), and the share validated without one: what a reader takes at fac
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `bench.` is the repository's
 
-from bench.length_caution import WORDS_PER_SENTENCE, held_out  # noqa: E402
+from bench.length_caution import WORDS_PER_SENTENCE, held_out, replication_parser  # noqa: E402
 from engine.hypotheses.validate import Claim, validate  # noqa: E402
 
 
@@ -86,12 +85,7 @@ def run(s: Scenario, studies: int, seed: int, n_tasks: int, per_cell: int) -> di
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--studies", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tasks", type=int, default=20)
-    parser.add_argument("--per-cell", type=int, default=4)
-    args = parser.parse_args()
+    args = replication_parser(__doc__).parse_args()
     print(f"{args.tasks} tasks x {args.per_cell}+{args.per_cell} rollouts, {args.studies} studies per scenario")
     print(f"{'scenario':<24}{'truth':<8}{'claim':<10}{'validated':>10}{'cautioned':>11}{'face value':>12}{'s':>6}")
     for s in SCENARIOS:
