@@ -132,8 +132,10 @@ def validate(
     )
     test = run_test(counts, totals, is_after, task)
     equal = _equal_length(labelled, claims, totals, is_after, task, run_test)
-    # its own stream (spawning leaves `rng`'s draws as they were): the caller's later draws do not move
-    per_rollout = _turn_count(counts, totals, is_after, task, partial(run_test, rng=rng.spawn(1)[0]))
+    # its own stream (spawning leaves `rng`'s draws as they were), and no refinement: its p only decides a
+    # caution at the FDR level, and the turns' columns need their means only
+    turn_test = partial(run_test, rng=rng.spawn(1)[0], max_permutations=None)
+    per_rollout = _turn_count(counts, totals, is_after, task, turn_test)
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
