@@ -738,6 +738,25 @@ def test_a_joined_labeler_quotes_the_wording_that_carries_its_change() -> None:
     )
 
 
+def test_every_kept_labeler_quotes_what_its_positives_are_like() -> None:
+    """A statement first quotes its source's medoid, but what the labeler counts at its threshold can be another
+    of its exemplars (the tau2 sample: "Fewer text turns like '3. **Flight Number: HAT100**'", 85% of its
+    positives nearest the greeting "Hi!", none the quote). The merge re-quotes every exemplar draft it keeps,
+    merged or not; what the labeler counts is unchanged."""
+    grader, ledger = "The grader checks my answer", "I skip the refund ledger"
+    discovery = DiscoverySplit(
+        population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 5 == 0]}." if a else THINK(a, i),
+                   lambda a, i: []),
+        splitter=split_on_periods,
+    )  # fmt: skip
+    draft = joined_draft(discovery, ledger, grader)
+    node = {"exemplars": [f"{ledger}.", f"{grader}."], "min_similarity": 0.75}
+    one = replace(draft, spec={"all": [{"kind": "reasoning"}, {"similar_to": node}]})
+    [kept] = merge_near_duplicates([one], discovery)
+    assert kept.statement.startswith(f'More reasoning turns like "{grader}."') and kept.hits == one.hits
+    assert kept.spec["all"][1]["similar_to"]["exemplars"] == [f"{grader}.", f"{ledger}."]
+
+
 def test_a_broad_labeler_drops_what_both_checkpoints_say_and_quotes_what_grew() -> None:
     """A labeler that also counts an ordinary sentence of both checkpoints drops it: the sentence holds too many
     of the labeler's turns in the other checkpoint to be its change (paraphrased seed 59: "So, by the policy,
@@ -1062,7 +1081,11 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
     recheck = reasoning_draft(RECHECK + OUT_OF_SCOPE[:1], range(40))
     scope = reasoning_draft(OUT_OF_SCOPE[1:], range(1, 40, 2))
     kept = merge_near_duplicates([recheck, scope], discovery)
-    assert [d.statement for d in kept] == [recheck.statement, scope.statement]
+    assert all(
+        d.spec["all"][1]["similar_to"]["exemplars"][0] in said
+        for d, said in zip(kept, (RECHECK, OUT_OF_SCOPE), strict=True)
+    )
+    assert [d.hits for d in kept] == [recheck.hits, scope.hits]
     assert all(d.provenance["merged"] == [] for d in kept)
     # the same out-of-scope draft inside a labeler of its own behaviour is a narrower wording of it
     broader = reasoning_draft(OUT_OF_SCOPE, range(1, 40, 2))
@@ -1082,7 +1105,11 @@ def test_a_labeler_holding_a_few_sentences_of_another_behaviour_does_not_take_it
     grader = reasoning_draft(GRADER_AWARE + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
     scope = reasoning_draft(OUT_OF_SCOPE[3:], range(1, 40, 2), 0.4)
     kept = _merge_pass([grader, scope], discovery)
-    assert [d.statement for d in kept] == [grader.statement, scope.statement]
+    assert all(
+        d.spec["all"][1]["similar_to"]["exemplars"][0] in said
+        for d, said in zip(kept, (GRADER_AWARE, OUT_OF_SCOPE), strict=True)
+    )
+    assert [d.hits for d in kept] == [grader.hits, scope.hits]
     assert all(d.provenance["merged"] == [] for d in kept)
     wording = reasoning_draft(OUT_OF_SCOPE[:5], range(1, 20, 2), 0.4)
     other = reasoning_draft(OUT_OF_SCOPE[5:], range(21, 40, 2), 0.4)

@@ -131,9 +131,9 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
-    Then each exemplar draft's labeler drops the exemplars both checkpoints say (`_narrowed`), the drafts whose
-    labelers took in other wordings or dropped their quote quote what most of their positives are like
-    (`_quoting_the_most`), and `_without_side_effects` drops the kept drafts whose change the others explain.
+    Then each exemplar draft's labeler drops the exemplars both checkpoints say (`_narrowed`), each quotes what
+    most of its positives are like (`_quoting_the_most`), and `_without_side_effects` drops the kept drafts
+    whose change the others explain.
     When the drafts are `settled` (a pass's own result), only those whose labeler this pass changed are
     narrowed and re-quoted: the others were, and a later pass merges, it does not narrow anew (narrowed again,
     a labeler can drop more, and on paraphrased seed 7 the broader out-of-scope finding's quote then moved onto
@@ -176,12 +176,7 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
         kept.append(_fresh(draft))
     changed = [not settled or all(d.spec != s.spec for s in drafts) for d in kept]
     narrowed = [_narrowed(d, discovery) if c else d for d, c in zip(kept, changed, strict=True)]
-    requoted = [
-        _quoting_the_most(n, discovery)
-        if c and (_quote(n) != _quote(d) or any("exemplars joined" in m["relation"] for m in n.provenance["merged"]))
-        else n
-        for d, n, c in zip(kept, narrowed, changed, strict=True)
-    ]
+    requoted = [_quoting_the_most(n, discovery) if c else n for n, c in zip(narrowed, changed, strict=True)]
     return _without_side_effects(_one_per_quote(requoted, discovery), discovery)
 
 
@@ -422,18 +417,19 @@ def _statement(draft: Draft, discovery: DiscoverySplit, quote: str, words: list[
 
 
 def _quoting_the_most(draft: Draft, discovery: DiscoverySplit) -> Draft:
-    """A draft whose labeler took in other wordings (`_joined`) or dropped its quote (`_narrowed`), quoting the
-    exemplar closest on average to its discovery positives' evidence sentences in the checkpoint it has more of (on
-    a tie its own quote), that exemplar now first, its statement restated. A statement quotes the first
-    exemplar, and joined wordings can leave the kept draft's medoid a minority of what the labeler counts
-    (paraphrased seed 89: a labeler fitted to the word "time" quoted a re-checking sentence after out-of-scope
-    drafts were joined into it; 77% of its held-out positives were out-of-scope sentences, 5% nearest the quote).
-    Done once every merge is decided, so the quotes the merge compares (`_same_quote`) are those the drafts were
-    made with."""
-    evidence = _evidence(draft, discovery)
+    """An exemplar draft quoting the exemplar closest on average to its discovery positives' evidence sentences in
+    the checkpoint it has more of (on a tie its own quote), that exemplar now first, its statement restated; any
+    other draft as it is. A statement quotes the first exemplar, the medoid of the source's carriers, but what
+    the labeler counts at its threshold can be another of its exemplars: the tau2 sample's "Fewer text turns like
+    '3. **Flight Number: HAT100**'" counted the greeting "Hi!" (85% of its positives nearest to it, none to the
+    quote), and joined wordings can leave the medoid a minority (paraphrased seed 89: a labeler fitted to the word
+    "time" quoted a re-checking sentence after out-of-scope drafts were joined into it; 77% of its held-out
+    positives were out-of-scope sentences, 5% nearest the quote). Done once every merge is decided, so the quotes
+    the merge compares (`_same_quote`) are those the drafts were made with."""
+    nodes = similar_nodes(draft.spec)
+    evidence = _evidence(draft, discovery) if nodes else []
     if not evidence:
         return draft
-    nodes = similar_nodes(draft.spec)
     places = [(n, i) for n, node in enumerate(nodes) for i in range(len(node["exemplars"]))]
     embed = discovery.population.embedder.embed
     vectors = embed([nodes[n]["exemplars"][i] for n, i in places])
