@@ -876,6 +876,38 @@ def test_a_sentence_another_finding_counts_leaves_a_labeler_of_another_behaviour
     assert kept is skipping
 
 
+def test_half_a_labeler_in_another_findings_behaviour_leaves_it() -> None:
+    """A source that fires on two behaviours (paraphrased seed 1409: a concept and a behaviour group on grader
+    awareness and declined checks) gives a labeler of both, half its exemplars each, while a finding of the
+    second stands beside it (held-out precision 0.46 for the grader awareness it quoted). Its second
+    behaviour's exemplars are nearer each other than the other finding's, but nearer the other finding's than
+    any of its own that the other does not match: they are the other finding's, and the labeler drops them."""
+    recheck = ["recompute fare total again", "recompute bag total again"]
+    skip = ["skipping refund check now", "skipping seat check now"]
+    held = ["skipping refund check later today", "skipping seat check later today"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = (recheck[i % 2] if i % 3 == 0 else skip[i % 2] if i % 3 == 1 else None) if after else None
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    index, segs = discovery.index(("reasoning",))
+
+    def draft(exemplars: list[str]) -> Draft:
+        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.6}}]}
+        hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", z,
+                     delta, {"words": []}, frozenset(index.segment_ids[hits].tolist()), ("reasoning",))  # fmt: skip
+
+    both, skipping = draft([f"{t}." for t in recheck + held]), draft([f"{t}." for t in skip])
+    rechecking = set(segs.filter(pl.col("text").str.contains("recompute"))["segment_id"].to_list())
+    assert both.hits > rechecking
+    narrowed, kept = _each_exemplar_once([both, skipping], discovery)
+    assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in recheck]
+    assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{t}." for t in held]
+    assert kept is skipping
+
+
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:
     """Each labeler chose the exemplar most like what it counts, and two chose the same sentence: one
     behaviour found twice. The one whose positives are more like that sentence stays, in the other's place,

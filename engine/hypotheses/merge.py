@@ -489,15 +489,19 @@ def _one_per_quote(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
 
 def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
     """Each kept exemplar draft without the exemplars that are another kept finding's behaviour: those the
-    other finding's labeler matches and that are nearer its exemplars than the draft's own others, when the
-    draft's remaining exemplars are another behaviour than the other finding's (`exemplars.nearer_unrelated`).
-    A latent that fires on two behaviours that change together (re-checking a sum, declining a check as out
-    of scope) puts a few sentences of the second among the first's exemplars, too few to be a part of their
-    own, and the finding then counts the second behaviour's turns too (paraphrased seed 59: a re-checking
-    finding with four out-of-scope exemplars, held-out precision 0.69, while an out-of-scope finding stood
-    beside it). The narrowed labeler is kept while it still separates the discovery checkpoints (z >= MIN_Z),
-    better or not: the sentences it gives up are counted by the finding they belong to; the dropped ones are
-    recorded (`counted_elsewhere`), and a dropped quote re-quoted (`_quoting_the_most`)."""
+    other finding's labeler matches and that are nearer its exemplars than any of the draft's own that it does
+    not match, when the draft's remaining exemplars are another behaviour than the other finding's
+    (`exemplars.nearer_unrelated`). A latent or behaviour group that fires on two behaviours that change
+    together (re-checking a sum, declining a check as out of scope) puts sentences of the second among the
+    first's exemplars, and the finding then counts the second behaviour's turns too, while a finding of the
+    second stands beside it: a few sentences (paraphrased seed 59: four out-of-scope exemplars in a re-checking
+    finding, held-out precision 0.69) or half of them, too alike for the bisection of the source's carriers to
+    part (paraphrased seed 1409: grader awareness and out-of-scope, held-out precision 0.46; those sentences
+    are nearer each other than the other finding's, so measured against all the draft's own exemplars, not
+    only those the other does not match, none was taken). The narrowed labeler is kept while it still
+    separates the discovery checkpoints (z >= MIN_Z), better or not: the sentences it gives up are counted by
+    the finding they belong to; the dropped ones are recorded (`counted_elsewhere`), and a dropped quote
+    re-quoted (`_quoting_the_most`)."""
     embed = discovery.population.embedder.embed
     out = list(kept)
     for i, draft in enumerate(out):
@@ -515,8 +519,9 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
             if other is draft or not other_nodes or (other.kinds, other.direction) != (draft.kinds, draft.direction):
                 continue
             other_vectors = embed(exemplar_texts(other_nodes))
-            nearer = (vectors @ other_vectors.T).max(axis=1) > own.max(axis=1)
-            taken = _matched(vectors, other_nodes, embed) & nearer & ~theirs
+            matched = _matched(vectors, other_nodes, embed) & ~theirs
+            nearest_own = own[:, ~matched & ~theirs].max(axis=1, initial=-1.0)
+            taken = matched & ((vectors @ other_vectors.T).max(axis=1) > nearest_own)
             rest = ~theirs & ~taken
             if taken.any() and rest.sum() >= 2 and nearer_unrelated(vectors[rest], other_vectors, ordinary):
                 theirs |= taken
