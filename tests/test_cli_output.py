@@ -106,6 +106,13 @@ def test_hypothesis_list_text_is_one_line_each_and_clean(study: Path, monkeypatc
     assert any(line.endswith("(may be turn length) longer turns") for line in text.splitlines())
 
 
+def test_an_empty_hypothesis_list_says_so_on_stderr(
+    study: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(monkeypatch, "hypothesis", "list", str(study), "--status", "proposed") == ""
+    assert capsys.readouterr().err.split() == "no hypotheses with status proposed".split()
+
+
 def test_a_finding_that_restates_another_says_so_in_list_json_and_show(
     sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

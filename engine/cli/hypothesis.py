@@ -23,6 +23,14 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
     from engine.hypotheses.cautions import caution_flag
     from engine.safe_text import clean
 
+    if not rows:  # said on stderr: the listing itself stays empty for scripts
+        output.err.print(
+            f"no hypotheses with status {args.status}"
+            if args.status
+            else "no hypotheses: `rldiff analyze` drafts them only from changes it finds; "
+            "`rldiff hypothesis add` tests one of yours",
+            markup=False,
+        )
     for h in rows:  # one line each, cut at the terminal's width
         q = "–" if h.q_value is None else f"{h.q_value:.3g}"
         flag = caution_flag(h.provenance)
