@@ -844,67 +844,47 @@ def test_a_later_pass_leaves_a_labeler_it_did_not_change_as_it_was() -> None:
     assert settled.spec == once.spec and settled.provenance["narrowed"] == [f"{policy}."]
 
 
-def test_a_sentence_another_finding_counts_leaves_a_labeler_of_another_behaviour() -> None:
-    """A latent fires on two behaviours that grow together, and its labeler holds one sentence of the second
-    among the first's (paraphrased seed 59: out-of-scope sentences among a re-checking finding's exemplars), so
-    it counts the second behaviour's turns too, while a finding of the second stands beside it. The sentence
-    is that finding's: the first labeler drops it and counts only its own behaviour's turns; the second is
-    left as it was."""
-    recheck = ["recompute fare total again", "recompute bag total again"]
-    skip = ["skipping refund check now", "skipping seat check now"]
+RECOMPUTE = ["recompute fare total again", "recompute bag total again"]
+SKIPPING = ["skipping refund check now", "skipping seat check now"]
+
+
+@pytest.mark.parametrize(
+    ("held", "min_similarity"),
+    [(SKIPPING[:1], 0.7), (["skipping refund check later today", "skipping seat check later today"], 0.6)],
+    ids=["a few", "half"],
+)
+def test_sentences_another_finding_counts_leave_a_labeler_of_another_behaviour(
+    held: list[str], min_similarity: float
+) -> None:
+    """A latent fires on two behaviours that grow together, and its labeler holds sentences of the second among
+    the first's, so it counts the second behaviour's turns too, while a finding of the second stands beside it:
+    a few (paraphrased seed 59: out-of-scope sentences among a re-checking finding's exemplars), or half
+    (seed 1409: a concept and a behaviour group on grader awareness and declined checks, held-out precision
+    0.46), nearer each other than the other finding's but nearer the other finding's than any of the labeler's
+    own that the other does not match. The sentences are that finding's: the first labeler drops them and
+    counts only its own behaviour's turns; the second is left as it was."""
 
     def reasoning(after: bool, i: int) -> str:
-        said = (recheck[i % 2] if i % 3 == 0 else skip[i % 2] if i % 3 == 1 else None) if after else None
+        said = (RECOMPUTE[i % 2] if i % 3 == 0 else SKIPPING[i % 2] if i % 3 == 1 else None) if after else None
         return f"{THINK(after, i)} {said}." if said else THINK(after, i)
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     index, segs = discovery.index(("reasoning",))
 
     def draft(exemplars: list[str]) -> Draft:
-        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.7}}]}
+        node = {"exemplars": [f"{t}." for t in exemplars], "min_similarity": min_similarity}
+        spec = {"all": [{"kind": "reasoning"}, {"similar_to": node}]}
         hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
-        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", z,
+        return Draft(f'More reasoning turns like "{exemplars[0]}."', "increase", "verifier", spec, "extractive", z,
                      delta, {"words": []}, frozenset(index.segment_ids[hits].tolist()), ("reasoning",))  # fmt: skip
 
-    both, skipping = draft([f"{recheck[0]}.", f"{recheck[1]}.", f"{skip[0]}."]), draft([f"{t}." for t in skip])
+    both, skipping = draft(RECOMPUTE + held), draft(SKIPPING)
     rechecking = set(segs.filter(pl.col("text").str.contains("recompute"))["segment_id"].to_list())
     assert both.hits > rechecking
     narrowed, kept = _each_exemplar_once([both, skipping], discovery)
-    assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in recheck]
-    assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{skip[0]}."]
-    assert "in 20 discovery reasoning turns" in narrowed.statement
-    assert kept is skipping
-
-
-def test_half_a_labeler_in_another_findings_behaviour_leaves_it() -> None:
-    """A source that fires on two behaviours (paraphrased seed 1409: a concept and a behaviour group on grader
-    awareness and declined checks) gives a labeler of both, half its exemplars each, while a finding of the
-    second stands beside it (held-out precision 0.46 for the grader awareness it quoted). Its second
-    behaviour's exemplars are nearer each other than the other finding's, but nearer the other finding's than
-    any of its own that the other does not match: they are the other finding's, and the labeler drops them."""
-    recheck = ["recompute fare total again", "recompute bag total again"]
-    skip = ["skipping refund check now", "skipping seat check now"]
-    held = ["skipping refund check later today", "skipping seat check later today"]
-
-    def reasoning(after: bool, i: int) -> str:
-        said = (recheck[i % 2] if i % 3 == 0 else skip[i % 2] if i % 3 == 1 else None) if after else None
-        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
-
-    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
-    index, segs = discovery.index(("reasoning",))
-
-    def draft(exemplars: list[str]) -> Draft:
-        spec = {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.6}}]}
-        hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
-        return Draft(f'More reasoning turns like "{exemplars[0]}"', "increase", "verifier", spec, "extractive", z,
-                     delta, {"words": []}, frozenset(index.segment_ids[hits].tolist()), ("reasoning",))  # fmt: skip
-
-    both, skipping = draft([f"{t}." for t in recheck + held]), draft([f"{t}." for t in skip])
-    rechecking = set(segs.filter(pl.col("text").str.contains("recompute"))["segment_id"].to_list())
-    assert both.hits > rechecking
-    narrowed, kept = _each_exemplar_once([both, skipping], discovery)
-    assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in recheck]
+    assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in RECOMPUTE]
     assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{t}." for t in held]
+    assert "in 20 discovery reasoning turns" in narrowed.statement
     assert kept is skipping
 
 
