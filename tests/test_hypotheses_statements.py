@@ -28,7 +28,7 @@ from engine.hypotheses.merge import (
 from engine.hypotheses.population import Population
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
-from engine.kinds import DISCOVERY
+from engine.kinds import DISCOVERY, SEGMENT_KINDS
 
 N = 60  # rollouts per checkpoint, one text, one reasoning and one tool call segment each
 
@@ -886,6 +886,38 @@ def test_sentences_another_finding_counts_leave_a_labeler_of_another_behaviour(
     assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{t}." for t in held]
     assert "in 20 discovery reasoning turns" in narrowed.statement
     assert kept is skipping
+
+
+def test_a_labeler_whose_change_is_another_findings_sentences_is_counted_there() -> None:
+    """A concept on every kind of segment fires on stock closings and on a reasoning behaviour that share words
+    (paraphrased seed 1777: "Safe travels in the future!" and "...the traveller's anxiety"), so its finding
+    quotes a closing while its change is the other behaviour's, which a reasoning finding counts. Without
+    those sentences its labeler no longer separates the checkpoints: it is that finding's, in its provenance."""
+    closings = ["Safe travels home now", "Have a great trip home"]
+
+    def text(after: bool, i: int) -> str:
+        return f"{PLAIN(after, i)} {closings[i % 2]}." if i % 4 < 2 else PLAIN(after, i)
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {RECOMPUTE[i % 2]}." if after and i % 3 == 0 else THINK(after, i)
+
+    discovery = DiscoverySplit(population(text, reasoning, lambda a, i: []), splitter=split_on_periods)
+
+    def draft(exemplars: list[str], kinds: tuple[str, ...]) -> Draft:
+        node = {"exemplars": [f"{t}." for t in exemplars], "min_similarity": 0.7}
+        kind = {"kind": list(kinds)} if len(kinds) > 1 else {"kind": kinds[0]}
+        spec = {"all": [kind, {"similar_to": node}]}
+        hits, delta, z = discovery.evaluate(discovery.verifier(spec), kinds)
+        index, _ = discovery.index(kinds)
+        return Draft(f'More segments like "{exemplars[0]}."', "increase", "verifier", spec, "extractive", z, delta,
+                     {"words": [], "merged": [], "side_effects": []}, frozenset(index.segment_ids[hits].tolist()),
+                     kinds)  # fmt: skip
+
+    rechecking = draft(RECOMPUTE, ("reasoning",))
+    both = draft([*closings, *(f"{t} later" for t in RECOMPUTE)], SEGMENT_KINDS)
+    assert both.score >= 2 and both.hits > rechecking.hits
+    [kept] = _each_exemplar_once([rechecking, both], discovery)
+    assert kept is rechecking and [m["statement"] for m in kept.provenance["merged"]] == [both.statement]
 
 
 def test_of_two_findings_left_quoting_one_sentence_the_one_counting_more_like_it_stays() -> None:

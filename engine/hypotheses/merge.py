@@ -40,6 +40,7 @@ TIE = 1e-4  # two best matches this close, on the same sentence, are one match (
 CARRIED = "true of the messages holding this finding's segments"
 EXPLAINED = "change explained by this finding"
 INSIDE = ", which lies inside it"
+COUNTED_THERE = "its change is this finding's sentences, which its labeler also matched"
 
 
 def _words(text: str) -> set[str]:
@@ -491,20 +492,24 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
     """Each kept exemplar draft without the exemplars that are another kept finding's behaviour: those the
     other finding's labeler matches and that are nearer its exemplars than any of the draft's own that it does
     not match, when the draft's remaining exemplars are another behaviour than the other finding's
-    (`exemplars.nearer_unrelated`). A latent or behaviour group that fires on two behaviours that change
-    together (re-checking a sum, declining a check as out of scope) puts sentences of the second among the
-    first's exemplars, and the finding then counts the second behaviour's turns too, while a finding of the
-    second stands beside it: a few sentences (paraphrased seed 59: four out-of-scope exemplars in a re-checking
+    (`exemplars.nearer_unrelated`); the other finding is one of the same direction counting some of the same
+    kinds of segment. A latent or behaviour group that fires on two behaviours that change together
+    (re-checking a sum, declining a check as out of scope) puts sentences of the second among the first's
+    exemplars, and the finding then counts the second behaviour's turns too, while a finding of the second
+    stands beside it: a few sentences (paraphrased seed 59: four out-of-scope exemplars in a re-checking
     finding, held-out precision 0.69) or half of them, too alike for the bisection of the source's carriers to
     part (paraphrased seed 1409: grader awareness and out-of-scope, held-out precision 0.46; those sentences
     are nearer each other than the other finding's, so measured against all the draft's own exemplars, not
     only those the other does not match, none was taken). The narrowed labeler is kept while it still
     separates the discovery checkpoints (z >= MIN_Z), better or not: the sentences it gives up are counted by
     the finding they belong to; the dropped ones are recorded (`counted_elsewhere`), and a dropped quote
-    re-quoted (`_quoting_the_most`)."""
+    re-quoted (`_quoting_the_most`). A draft whose change was the other findings' sentences (`_without_exemplars`
+    gives None) is left out, in the provenance of the finding that took most of them (paraphrased seed 1777: a
+    concept on every kind of segment fired on closings, "Safe travels in the future!", and on the planted
+    empathy for "the traveller's anxiety"; its finding quoted a closing and validated on the empathy)."""
     embed = discovery.population.embedder.embed
-    out = list(kept)
-    for i, draft in enumerate(out):
+    out: list[Draft | None] = list(kept)
+    for i, draft in enumerate(kept):
         nodes = similar_nodes(draft.spec)
         if not nodes:
             continue
@@ -514,9 +519,16 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
         np.fill_diagonal(own, -1.0)
         ordinary = discovery.ordinary_sentence(draft.kinds)
         theirs = np.zeros(len(mine), dtype=bool)
+        owners: list[tuple[int, Draft]] = []
         for other in out:
-            other_nodes = similar_nodes(other.spec)
-            if other is draft or not other_nodes or (other.kinds, other.direction) != (draft.kinds, draft.direction):
+            other_nodes = [] if other is None else similar_nodes(other.spec)
+            if (
+                other is None
+                or other is draft
+                or not other_nodes
+                or other.direction != draft.direction
+                or not set(other.kinds) & set(draft.kinds)
+            ):
                 continue
             other_vectors = embed(exemplar_texts(other_nodes))
             matched = _matched(vectors, other_nodes, embed) & ~theirs
@@ -525,27 +537,39 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
             rest = ~theirs & ~taken
             if taken.any() and rest.sum() >= 2 and nearer_unrelated(vectors[rest], other_vectors, ordinary):
                 theirs |= taken
+                owners.append((int(taken.sum()), other))
         if theirs.any():
-            out[i] = _without_exemplars(draft, [t for t, gone in zip(mine, theirs, strict=True) if gone], discovery)
-    return out
+            narrowed = _without_exemplars(draft, [t for t, gone in zip(mine, theirs, strict=True) if gone], discovery)
+            if narrowed is None:  # its change was the other findings' sentences: it is counted there
+                _take_in(max(owners, key=lambda o: o[0])[1], draft, COUNTED_THERE)
+            out[i] = narrowed
+    return [d for d in out if d is not None]
 
 
-def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit) -> Draft:
+def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit) -> Draft | None:
     """The exemplar draft without exemplars `gone`, relabelled and restated, when it still separates the
-    discovery checkpoints (z >= MIN_Z); else the draft as it was."""
-    nodes = [
-        {**node, "exemplars": kept}
-        for node in similar_nodes(draft.spec)
-        if (kept := [t for t in node["exemplars"] if t not in gone])
-    ]
+    discovery checkpoints (z >= MIN_Z); None when it no longer does, `gone` alone does, and they are at least
+    half its exemplars (its change is theirs); else the draft as it was."""
+    nodes = _keeping(draft, lambda t: t not in gone)
     narrowed = _labelled_by(draft, nodes, discovery)
     if narrowed.score < MIN_Z:
-        return draft
+        theirs = _labelled_by(draft, _keeping(draft, lambda t: t in gone), discovery)
+        half = 2 * len(gone) >= len(exemplar_texts(similar_nodes(draft.spec)))
+        return None if half and theirs.score >= MIN_Z else draft
     statement = _statement(narrowed, discovery, nodes[0]["exemplars"][0], draft.provenance.get("words", []))
     elsewhere = [*draft.provenance.get("counted_elsewhere", []), *gone]
     provenance = {**draft.provenance, "counted_elsewhere": elsewhere}
     narrowed = replace(narrowed, statement=statement, provenance=provenance)
     return _quoting_the_most(narrowed, discovery) if _quote(draft) in gone else narrowed
+
+
+def _keeping(draft: Draft, keep: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """The exemplar draft's `similar_to` nodes with only the exemplars `keep` holds for (empty nodes left out)."""
+    return [
+        {**node, "exemplars": kept}
+        for node in similar_nodes(draft.spec)
+        if (kept := [t for t in node["exemplars"] if keep(t)])
+    ]
 
 
 def _closeness(draft: Draft, sentence: str, discovery: DiscoverySplit) -> float:
