@@ -163,6 +163,25 @@ def test_hypotheses_written_after_seeing_heldout_examples_are_exploratory(study,
     assert "Apologies, seen on held-out" in buffer.getvalue()
 
 
+def test_a_small_studys_folds_draft_below_the_drafting_level(tmp_path: Path) -> None:
+    """A fold is half a small study, and its features are tested among their whole family, so a fold drafts at
+    q < crossfit.DRAFT_FDR: the other fold's test decides. The planted apology at fold-A q 0.3 is drafted on
+    fold A; in a study split by task a q of 0.3 drafts nothing."""
+    small, truth = make_study(tmp_path / "small.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
+    large, large_truth = make_study(tmp_path / "large.duckdb", [APOLOGY, AIRPORTS])
+    for store, planted in ((small, truth), (large, large_truth)):
+        with store:
+            add_features(store, planted)
+            if store is small:
+                store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+                store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+            store.execute("UPDATE feature_deltas SET q_value = 0.3 WHERE feature_id = 0")
+            run_stage(store)
+            drafted = [json.loads(p) for p in store.frame("SELECT provenance FROM hypotheses")["provenance"]]
+            apology = [p["drafted_on"] for p in drafted if 0 in p["feature_ids"]]
+            assert apology == ([DISCOVERY] if store is small else [])
+
+
 def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """4 tasks, split within task: the stage drafts on discovery and tests on held-out, then drafts on the
     held-out fold (its own deltas and n-grams) and tests on discovery. A phrase planted only in the held-out

@@ -19,7 +19,7 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
+from engine.hypotheses.crossfit import DRAFT_FDR, heldout_fold_deltas, heldout_fold_sources
 from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.length_effects import without_length_effects
@@ -84,7 +84,9 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             load_population(store, *config.checkpoints, DISCOVERY),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
-        sources = load_sources(store, config.fdr)
+        crossfit = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
+        draft_fdr = max(config.fdr, DRAFT_FDR) if crossfit else config.fdr
+        sources = load_sources(store, draft_fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
@@ -92,9 +94,9 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {HELDOUT: heldout, DISCOVERY: discovery.population}
         folds = [(drafts, HELDOUT)]
-        if store.meta("split_mode") == "rollout":  # cross-fitting
+        if crossfit:
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
-            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), config.fdr)
+            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), draft_fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
             folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY))  # a behaviour is tested once
             judge_dropped += dropped_b
