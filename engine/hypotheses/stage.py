@@ -84,8 +84,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             load_population(store, *config.checkpoints, DISCOVERY),
             examples=lambda ids: example_sentences(store, list(ids)),
         )
-        crossfit = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
-        draft_fdr = max(config.fdr, DRAFT_FDR) if crossfit else config.fdr
+        cross_fitted = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
+        draft_fdr = max(config.fdr, DRAFT_FDR) if cross_fitted else config.fdr
         sources = load_sources(store, draft_fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
@@ -94,7 +94,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {HELDOUT: heldout, DISCOVERY: discovery.population}
         folds = [(drafts, HELDOUT)]
-        if crossfit:
+        if cross_fitted:
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), draft_fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
@@ -151,7 +151,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         record.metrics = {
             "sources": len(sources),
             "drafts": len(labelled),
-            "cross_fitted": len(folds) == 2,
+            "cross_fitted": cross_fitted,
             "tested": len(results),
             "too_slow": too_slow + len(slow),
             "judge_dropped": judge_dropped,
