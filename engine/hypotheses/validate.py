@@ -161,13 +161,8 @@ def validate(
         before, after, delta = test.prevalence_before[j], test.prevalence_after[j], test.delta[j]
         sign = signs[j]
         status, reason = decided[j]
-        at_length, turns = equal[j], per_rollout[j]
-        if status == "validated" and at_length is not None and at_length.needs_caution(sign, fdr):
-            at_length = replace(at_length, caution=True)
-            reason = f"caution, {at_length.caution_text(sign)}; {reason}"
-        if status == "validated" and turns is not None and turns.needs_caution(sign, fdr):
-            turns = replace(turns, caution=True)
-            reason = f"caution, {turns.caution_text(sign)}; {reason}"
+        at_length, reason = _with_caution(equal[j], status == "validated", sign, fdr, reason)
+        turns, reason = _with_caution(per_rollout[j], status == "validated", sign, fdr, reason)
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -256,8 +251,21 @@ class _FaceValueTest(Protocol):
 
     def moved(self, sign: float) -> bool: ...
 
+    def needs_caution(self, sign: float, fdr: float) -> bool: ...
+
+    def caution_text(self, sign: float) -> str: ...
+
 
 T = TypeVar("T", bound=_FaceValueTest)
+
+
+def _with_caution(test: T | None, validated: bool, sign: float, fdr: float, reason: str) -> tuple[T | None, str]:
+    """A validated claim's test (equal length, turns a rollout) marked as its caution where it `needs_caution`,
+    and the reason with the caution in words before it; else both as they were."""
+    if not validated or test is None or not test.needs_caution(sign, fdr):
+        return test, reason
+    cautioned = replace(test, caution=True)  # type: ignore[type-var]  # T is a frozen dataclass
+    return cautioned, f"caution, {test.caution_text(sign)}; {reason}"
 
 
 def _caution_q(tests: list[T | None], validated: list[bool], signs: list[float]) -> list[T | None]:
