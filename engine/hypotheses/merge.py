@@ -521,14 +521,10 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
         theirs = np.zeros(len(mine), dtype=bool)
         owners: list[tuple[int, Draft]] = []
         for other in out:
-            other_nodes = [] if other is None else similar_nodes(other.spec)
-            if (
-                other is None
-                or other is draft
-                or not other_nodes
-                or other.direction != draft.direction
-                or not set(other.kinds) & set(draft.kinds)
-            ):
+            if other is None or other is draft:
+                continue
+            other_nodes = similar_nodes(other.spec)
+            if not other_nodes or other.direction != draft.direction or not set(other.kinds) & set(draft.kinds):
                 continue
             other_vectors = embed(exemplar_texts(other_nodes))
             matched = _matched(vectors, other_nodes, embed) & ~theirs
