@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.features import sentence_embed
 from engine.features.reader_spec import resolve_reader
 from engine.features.sentence_embed import SentenceEmbedder, embedder_for_store
 from engine.features.settings import FeatureSettings
@@ -115,6 +116,23 @@ def test_the_cache_answers_repeats_in_any_order_and_drops_interrupted_shards(
     np.testing.assert_array_equal(second.embed(["A new sentence."])[0], again[1])
     assert second.embedded == 1
     assert second.embed([]).shape == (0, spec.hidden_size)
+
+
+def test_repeats_come_from_memory_and_the_memory_keeps_the_newest_within_its_bound(
+    readers: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = resolve_reader(str(readers["bert"]), 1, SETTINGS)
+    monkeypatch.setattr(sentence_embed, "MEMO_BYTES", 2 * spec.hidden_size * 4)  # room for two vectors
+    embedder = SentenceEmbedder(spec, "cpu", tmp_path, SETTINGS)
+    vectors = embedder.embed(SENTENCES)
+    asked: list[str] = []
+    on_disk = embedder.cache.vectors
+    monkeypatch.setattr(embedder.cache, "vectors", lambda hashes: asked.extend(hashes) or on_disk(hashes))
+    again = embedder.embed(SENTENCES[::-1])
+    np.testing.assert_array_equal(again, vectors[::-1])
+    # the last two stayed in memory; the first two were forgotten and read back from disk, not run again
+    assert sorted(asked) == sorted(sentence_embed.text_hash(s) for s in SENTENCES[:2])
+    assert embedder.embedded == len(SENTENCES)
 
 
 def test_the_store_embedder_follows_the_reader_of_the_last_features_run(

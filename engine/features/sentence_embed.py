@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 EMBED_FORMAT = 2  # bump when the pooling, the input text or the padding changes: part of the cache key
 BATCH_TOKENS = 8192  # padded tokens per forward batch (sentences are sorted by length first)
 BLOCK_SENTENCES = 4096  # sentences embedded and written to the cache at once (bounds memory)
+# Vectors kept in memory by text (about 170,000 of MiniLM's): drafting looks the same sentences up thousands of
+# times, and each disk-cache lookup is a join against the whole index.
+MEMO_BYTES = 256 << 20
 
 
 def text_hash(text: str) -> str:
@@ -120,6 +123,7 @@ class SentenceEmbedder:
         if self.cache.dir.is_dir():
             self.cache._remove_orphans()
         self._reader: Reader | None = None
+        self._memo: dict[str, np.ndarray] = {}
         self.embedded = 0  # sentences run through the model (cache misses), for run metrics
 
     @property
@@ -140,28 +144,43 @@ class SentenceEmbedder:
         return f"{slug[:40]}-{self.pooling}-{digest}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 [len(texts), d], each row L2-normalised; texts the cache lacks are run in batches."""
+        """float32 [len(texts), d], each row L2-normalised; texts neither in memory nor on disk are run in batches."""
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not len(texts):
-            return out
+        rows: dict[str, list[int]] = {}
+        for i, text in enumerate(texts):
+            vector = self._memo.get(text)
+            if vector is None:
+                rows.setdefault(text, []).append(i)
+            else:
+                out[i] = vector
+        if rows:
+            for (text, places), vector in zip(rows.items(), self._cached_or_run(list(rows)), strict=True):
+                out[places] = vector
+                self._remember(text, vector)
+        return out
+
+    def _cached_or_run(self, texts: list[str]) -> np.ndarray:
+        """Distinct texts' vectors from the disk cache, running (and caching) the ones it lacks."""
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
         found, cached = self.cache.vectors(hashes)
         out[found] = cached
-        places: dict[str, list[int]] = {}
-        for i in np.flatnonzero(~found):
-            places.setdefault(hashes[i], []).append(int(i))
-        if places:
-            todo = list(places)
+        todo = np.flatnonzero(~found)
+        if len(todo):
             with self.progress.track("embedding sentences", len(todo)) as advance:
                 for start in range(0, len(todo), BLOCK_SENTENCES):
                     block = todo[start : start + BLOCK_SENTENCES]
-                    vectors = self._run([texts[places[h][0]] for h in block])
-                    self.cache.write(block, vectors)
-                    for h, vector in zip(block, vectors, strict=True):
-                        out[places[h]] = vector
+                    out[block] = self._run([texts[i] for i in block])
+                    self.cache.write([hashes[i] for i in block], out[block])
                     advance(len(block))
             self.embedded += len(todo)
         return out
+
+    def _remember(self, text: str, vector: np.ndarray) -> None:
+        """Keep `text`'s vector in memory, forgetting the oldest beyond MEMO_BYTES."""
+        if len(self._memo) * self.dim * 4 >= MEMO_BYTES:
+            del self._memo[next(iter(self._memo))]
+        self._memo[text] = vector.copy()
 
     def _model(self) -> Reader:
         if self._reader is None:
