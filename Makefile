@@ -33,8 +33,10 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# The whole suite on every core; each test module's fixtures stay on one worker (--dist loadscope), so the
+# end-to-end study (`rldiff compare` on the demo pair, minutes) is analysed once, not once per worker.
 test: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadscope
 
 # The inner loop: everything but the tests marked slow (the end-to-end study, models loaded, replications),
 # on every core (pytest-xdist; the cached sample study is built once, under a lock, for all workers).
