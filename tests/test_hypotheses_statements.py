@@ -305,6 +305,29 @@ def test_a_concept_statement_quotes_an_exemplar_and_validates_on_paraphrases() -
     assert "0% -> 50% of reasoning turns" in draft.statement
 
 
+def test_a_concept_finding_names_the_words_of_the_examples_its_labeler_counts() -> None:
+    """A concept's example sentences can hold another behaviour's (small planted seed 17: a concept on grader
+    awareness named "disappointment, grader, auto, explain", from the planted empathy of the other checkpoint).
+    The labeler fitted to the change leaves the apologies out, and so do the finding's words."""
+    grader = ["the grader probably checks the format", "maybe the grader is checking format"]
+    sorry = ["sorry about the disappointment", "so sorry for this disappointment", "truly sorry, a disappointment"]
+
+    def reasoning(after: bool, i: int) -> str:
+        said = grader[i // 2 % 2] if after else sorry[i // 2 % 3]
+        return f"{THINK(after, i)} {said.capitalize()}." if i % 2 else THINK(after, i)
+
+    discovery = DiscoverySplit(
+        population(PLAIN, reasoning, lambda a, i: []),
+        examples=lambda ids: [f"{said.capitalize()}." for said in grader + sorry],
+        splitter=split_on_periods,
+    )
+    fires = fires_where(discovery, "reasoning", "grader|sorry")
+    draft = extractive_draft(source("reasoning", ("concept:3",), ("concept",)), fires, discovery)
+    assert draft is not None and draft.direction == "increase"
+    assert set(draft.spec["all"][1]["similar_to"]["exemplars"]) <= {f"{g.capitalize()}." for g in grader}
+    assert "grader" in draft.provenance["words"] and not {"sorry", "disappointment"} & set(draft.provenance["words"])
+
+
 def test_distinctive_words_set_the_examples_apart() -> None:
     inside = ["the grader checks", "a grader trap", "the trap is set"]
     outside = ["the user wants a seat", "the order is set"] * 5

@@ -163,11 +163,14 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
 def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """Exemplar sentences and threshold fitted to where the source fires on discovery (`fit_exemplars`,
     quiet segments sampled evenly); the statement quotes the first exemplar (the carriers' medoid) and the
-    words that set the source's example sentences apart. Where the source fires on distinct behaviours (a
-    phrase two of them share), one draft is made for each, and the one that best separates the discovery
-    checkpoints in the source's direction is kept: a finding names one behaviour, and a labeler of two would
-    join both their drafts into one finding (`merge`). Exemplars are fitted knowing which sampled segments are
-    of the checkpoint the source has more of, so that a stock sentence among the carriers is dropped."""
+    words that set apart the source's example sentences its labeler counts (a concept's examples can hold
+    another behaviour's sentences: small planted seed 17's grader-awareness finding named "disappointment,
+    grader, auto, explain", from the planted empathy of the other checkpoint). Where the source fires on
+    distinct behaviours (a phrase two of them share), one draft is made for each, and the one that best
+    separates the discovery checkpoints in the source's direction is kept: a finding names one behaviour, and a
+    labeler of two would join both their drafts into one finding (`merge`). Exemplars are fitted knowing which
+    sampled segments are of the checkpoint the source has more of, so that a stock sentence among the carriers
+    is dropped."""
     index, segs = discovery.index(source.kinds)
     firing = segs["segment_id"].is_in(list(fires)).to_numpy()
     quiet = np.flatnonzero(~firing)
@@ -184,15 +187,17 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     if not parts:
         return None
     negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
-    # each example sentence speaks for the part whose exemplars it is most like
+    # each example sentence speaks for the part whose exemplars it is most like, if that part's labeler counts it
     vectors = embedder.embed(positives)
-    like = np.argmax([(vectors @ embedder.embed(p.texts).T).max(axis=1) for p in parts], axis=0)
+    sims = np.array([(vectors @ embedder.embed(p.texts).T).max(axis=1) for p in parts]).reshape(len(parts), -1)
+    like = sims.argmax(axis=0)
+    counted = sims.max(axis=0) >= np.array([p.min_similarity for p in parts])[like]
     drafts = [
         _exemplar_draft(
             source,
             discovery,
             chosen,
-            distinctive_words([t for t, j in zip(positives, like, strict=True) if j == i], negatives),
+            distinctive_words([t for t, j, c in zip(positives, like, counted, strict=True) if j == i and c], negatives),
             {"source_behaviours": len(parts)},
         )
         for i, chosen in enumerate(parts)
