@@ -135,6 +135,20 @@ def test_repeats_come_from_memory_and_the_memory_keeps_the_newest_within_its_bou
     assert embedder.embedded == len(SENTENCES)
 
 
+def test_a_zero_memory_bound_keeps_nothing_in_memory(
+    readers: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = resolve_reader(str(readers["bert"]), 1, SETTINGS)
+    monkeypatch.setattr(sentence_embed, "MEMO_BYTES", 0)
+    embedder = SentenceEmbedder(spec, "cpu", tmp_path, SETTINGS)
+    vectors = embedder.embed(SENTENCES)
+    asked: list[str] = []
+    on_disk = embedder.cache.vectors
+    monkeypatch.setattr(embedder.cache, "vectors", lambda hashes: asked.extend(hashes) or on_disk(hashes))
+    np.testing.assert_array_equal(embedder.embed(SENTENCES), vectors)
+    assert sorted(asked) == sorted(sentence_embed.text_hash(s) for s in SENTENCES)
+
+
 def test_the_store_embedder_follows_the_reader_of_the_last_features_run(
     readers: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -179,10 +179,11 @@ class SentenceEmbedder:
     def _remember(self, text: str, vector: np.ndarray) -> None:
         """Keep `text`'s vector in memory, forgetting the oldest beyond MEMO_BYTES."""
         room = MEMO_BYTES // (4 * self.dim)
-        if room and len(self._memo) >= room:
+        if not room:
+            return
+        if len(self._memo) >= room:
             del self._memo[next(iter(self._memo))]
-        if room:
-            self._memo[text] = vector.copy()
+        self._memo[text] = vector.copy()
 
     def _model(self) -> Reader:
         if self._reader is None:
