@@ -720,6 +720,31 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
     assert refund.statement in [d.statement for d in kept]
 
 
+def test_a_more_precise_labeler_of_the_same_sentences_is_joined_not_listed_twice() -> None:
+    """Two labelers of one behaviour, each matching the other's exemplar, their quotes too far apart to be one
+    sentence (cosine 0.68). The looser counts more turns of the change ("Grader checks answer") and a few of
+    the other checkpoint ("The grader checks the work"), so neither explains the other, and among its
+    positives the tighter one, which leaves those out, has a change of its own (30 of 40 after, 0 of 4
+    before). That is not a behaviour inside another (paraphrased seed 1777 listed two re-checking findings so,
+    108 of one's 110 discovery turns inside the other's): one finding, the other its provenance."""
+    strict = "The strict grader checks my reply again"
+
+    def reasoning(after: bool, i: int) -> str:
+        if after:
+            said = (WORDINGS[1] if i % 4 == 1 else strict) if i % 2 else "Grader checks answer" if i < 20 else None
+        else:
+            said = "The grader checks the work" if i % 2 and i < 8 else None
+        return f"{THINK(after, i)} {said}." if said else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    loose, tight = exemplar_draft(discovery, WORDINGS[1], 0.55), exemplar_draft(discovery, strict, 0.6)
+    assert tight.hits < loose.hits and discovery.z_among(tight, loose.hits, True) >= 2.0
+    assert not _same_quote(tight, loose, discovery)
+    [kept] = merge_near_duplicates([loose, tight], discovery)
+    assert kept.statement.startswith(loose.statement[:-1]) and kept.hits == loose.hits
+    assert [m["statement"] for m in kept.provenance["merged"]] == [tight.statement]
+
+
 def joined_draft(discovery: DiscoverySplit, first: str, second: str) -> Draft:
     """A draft whose reasoning labeler took in a second wording: either sentence, the first quoted."""
     nodes = [{"exemplars": [f"{said}."], "min_similarity": 0.75} for said in (first, second)]
