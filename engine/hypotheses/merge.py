@@ -125,10 +125,11 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
       as it names a behaviour worded many ways, and a narrower draft that carries a structural draft's change
       takes its place, `DiscoverySplit.carried_by`: a new tool, not "one of several tool calls"); never of an
       exemplar draft that holds it beside another behaviour (`_holds_another`);
-    - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars
-      (`_another_wording`), or quoting the sentence the kept one quotes (`_same_quote`: each labeler matches
-      the other's quoted sentence): the same behaviour in other words, joined into it (`_joined`), unless the
-      kept one holds it beside another behaviour (`_holds_another`);
+    - an exemplar draft mostly outside a kept exemplar draft whose labeler matches most of its exemplars, or
+      inside it when each labeler matches most of the other's (`_another_wording`), or quoting the sentence
+      the kept one quotes (`_same_quote`: each labeler matches the other's quoted sentence): the same behaviour
+      in other words, joined into it (`_joined`), unless the kept one holds it beside another behaviour
+      (`_holds_another`);
     - otherwise kept, however much it overlaps: a narrow draft with a change of its own inside a broad one
       (fewer apologies among the many short turns) is a distinct behaviour.
 
