@@ -189,7 +189,7 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
     # each example sentence speaks for the part whose exemplars it is most like, if that part's labeler counts it
     vectors = embedder.embed(positives)
-    sims = np.array([(vectors @ embedder.embed(p.texts).T).max(axis=1) for p in parts]).reshape(len(parts), -1)
+    sims = np.array([(vectors @ embedder.embed(p.texts).T).max(axis=1) for p in parts])
     like = sims.argmax(axis=0)
     counted = sims.max(axis=0) >= np.array([p.min_similarity for p in parts])[like]
     drafts = [
