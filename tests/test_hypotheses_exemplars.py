@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
-from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by
+from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by, neighbouring
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
@@ -256,6 +256,61 @@ OUT_OF_SCOPE = [  # a second behaviour, a habit said in recurring words, by the 
     "The insurance terms are outside the request, so they stay unchecked.",
     "Connecting flights are beyond what was asked, so I skip checking them.",
 ]
+
+
+EMPATHY = [  # one behaviour from two templates (paraphrased suite, seed 3001): their feelings, the customer's
+    [
+        "Quick thought: as a first step, I plan to be gentle about their disappointment.",
+        "Besides, I ought to be warm about their worry before anything else, without overdoing it.",
+        "Wait, it's worth it to show sympathy for their disappointment first, in a sentence.",
+        "Right, as a first step, I should be gentle about their worry.",
+    ],
+    [
+        "Wait, the customer's stress should get acknowledgement in my opening line, with care.",
+        "Quick thought: before the details, best to acknowledge the customer's frustration.",
+        "Well, in the opening line, I should be warm about the customer's frustration.",
+        "Besides, the customer's stress calls for a gentle line before anything else, with care.",
+    ],
+]
+MORE_ORDINARY = [
+    "The reservation was booked three days ago in basic economy.",
+    "I should ask which payment method they want to use.",
+    "The return flight is on the evening of May 23.",
+    "The user is a silver member with two checked bags.",
+    "I can offer a travel certificate for the delay.",
+    "The order contains four items, one of them already shipped.",
+    "Let me compute the price difference for the new cabin.",
+    "The user has not given the booking reference yet.",
+    "This flight has no seats left in business class.",
+    "I need to verify the name on the reservation first.",
+    "The refund goes back to the original credit card.",
+    "The exchange is allowed because the item is unused.",
+    "The connecting flight in Denver leaves an hour later.",
+    "They want to add travel insurance to the booking.",
+    "The gift card balance covers most of the fare.",
+    "The address on file is in Chicago.",
+    "Changing the date costs a fee of 75 dollars.",
+    "The tool returned an error, so I will try the search again.",
+    "I will list the available options with their prices.",
+    "The user asked to cancel only the second passenger.",
+]
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_templates_of_one_behaviour_neighbour_and_two_behaviours_of_one_register_do_not_with_minilm(
+    tmp_path,
+) -> None:
+    """Two templates of one paraphrased behaviour are each other's nearest sentences among everything else said;
+    grader awareness and a declined check, both reasoning about the task in the same register, are not, nor is
+    either with empathy (`neighbouring`, the rank the merge joins drafts by)."""
+    embedder = minilm(tmp_path)
+    others = embedder.embed(ORDINARY + MORE_ORDINARY)
+    feelings, customers = (embedder.embed(t) for t in EMPATHY)
+    grader, scope = embedder.embed(GRADER_AWARE), embedder.embed(OUT_OF_SCOPE)
+    assert neighbouring(feelings, customers, others)
+    assert not neighbouring(grader, scope, others)
+    assert not neighbouring(feelings, grader, others) and not neighbouring(customers, scope, others)
+    assert not neighbouring(feelings, customers, others[:0])  # nothing else said: nothing to rank against
 
 
 @pytest.mark.slow  # loads MiniLM

@@ -16,9 +16,11 @@ from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_per
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
 from engine.hypotheses.merge import (
+    _another_wording,
     _each_exemplar_once,
     _merge_pass,
     _narrowed,
+    _neighbours,
     _one_per_quote,
     _quoting_the_most,
     _same_quote,
@@ -743,6 +745,33 @@ def test_a_more_precise_labeler_of_the_same_sentences_is_joined_not_listed_twice
     [kept] = merge_near_duplicates([loose, tight], discovery)
     assert kept.statement.startswith(loose.statement[:-1]) and kept.hits == loose.hits
     assert [m["statement"] for m in kept.provenance["merged"]] == [tight.statement]
+
+
+def test_templates_of_one_behaviour_nearer_each_other_than_anything_else_said_are_one_finding() -> None:
+    """Two templates of one behaviour in different turns, each labeler too tight to match the other's sentence
+    and their quotes apart (paraphrased seed 3001 listed fewer empathy four times so), are each other's nearest
+    of everything said (`_neighbours`): one finding. A third behaviour, no nearer either than the ordinary
+    sentences are, stays its own."""
+    things = ["seat", "bag", "fare", "meal", "route", "name", "card", "trip", "date", "gate", "fee", "cabin"]
+    gentle, kind = "Acknowledge their disappointment gently first", "Recognise their annoyance gently in the opening"
+    refund = "Confirm the refund amount twice"
+
+    def reasoning(after: bool, i: int) -> str:
+        said = (gentle, kind, refund)[i % 3] if after and i % 6 < 3 else None
+        ordinary = f"Check their {things[i % 12]} now."
+        return f"{ordinary} {said}." if said else ordinary
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    drafts = [exemplar_draft(discovery, said, 0.8) for said in (gentle, kind, refund)]
+    first, second, other = drafts
+    assert not (first.hits & second.hits) and not _same_quote(second, first, discovery)
+    assert not _another_wording(second, first, discovery)  # neither labeler matches the other's sentence
+    assert _neighbours(second, first, discovery) and not _neighbours(other, first, discovery)
+    kept = merge_near_duplicates(drafts, discovery)
+    assert len(kept) == 2
+    joined = next(d for d in kept if other.statement not in d.statement)
+    assert joined.hits == first.hits | second.hits
+    assert [m["statement"] for m in joined.provenance["merged"]] == [second.statement]
 
 
 def joined_draft(discovery: DiscoverySplit, first: str, second: str) -> Draft:

@@ -9,6 +9,7 @@ rollout, whether a narrower draft's messages carry its change.
 from __future__ import annotations
 
 import copy
+import json
 import math
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.hypotheses.exemplars import Splitter, default_splitter, segment_units
+from engine.hypotheses.exemplars import Splitter, default_splitter, matched_rows, segment_units
 from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, phrase_is_behaviour
@@ -65,7 +66,8 @@ class DiscoverySplit:
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
         self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
         self._texts: dict[tuple[str, ...], list[str]] = {}
-        self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
+        self._sentences: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -96,19 +98,33 @@ class DiscoverySplit:
             self._behaviour[key] = phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
 
-    def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
-        """The mean embedding row of every sentence (a tool call: its whole text) of the discovery segments of
-        `kinds`: what ordinary text of these kinds is like, against which two behaviours are told apart
-        (`exemplars.nearer_unrelated`, in `merge._holds_another`). Memoised; the sentences are mostly embedded
-        (and cached) already, as labelling a draft embeds them."""
-        if kinds not in self._ordinary:
+    def sentences(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Every distinct sentence (a tool call: its whole text) of the discovery segments of `kinds`, as
+        embedding rows, and how many times each is said. Memoised; the sentences are mostly embedded (and
+        cached) already, as labelling a draft embeds them."""
+        if kinds not in self._sentences:
             _, segs = self.index(kinds)
             units = Counter(
                 u for k, t in segs.select("kind", "text").iter_rows() for u in segment_units(k, t, self.splitter)
             )
             counts = np.fromiter(units.values(), dtype=np.float64, count=len(units))
-            self._ordinary[kinds] = counts @ self.population.embedder.embed(list(units)) / counts.sum()
-        return self._ordinary[kinds]
+            self._sentences[kinds] = (self.population.embedder.embed(list(units)), counts)
+        return self._sentences[kinds]
+
+    def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
+        """The mean embedding row of every sentence of the discovery segments of `kinds` (`sentences`, each as
+        often as it is said): what ordinary text of these kinds is like, against which two behaviours are told
+        apart (`exemplars.nearer_unrelated`, in `merge._holds_another`)."""
+        vectors, counts = self.sentences(kinds)
+        return counts @ vectors / counts.sum()
+
+    def matched_sentences(self, kinds: tuple[str, ...], nodes: list[dict[str, Any]]) -> np.ndarray:
+        """Which of `sentences(kinds)` an exemplar labeler (its `similar_to` nodes) matches. Memoised: the merge
+        compares each kept labeler with many drafts."""
+        key = (kinds, json.dumps(nodes, sort_keys=True))
+        if key not in self._matched:
+            self._matched[key] = matched_rows(self.sentences(kinds)[0], nodes, self.population.embedder.embed)
+        return self._matched[key]
 
     def segments_of(self, ids: frozenset[int]) -> list[tuple[str, str]]:
         """(kind, text) of the discovery segments `ids`, in segment id order."""

@@ -23,7 +23,9 @@ from engine.hypotheses.exemplars import (
     MIN_PART,
     SentenceMatcher,
     exemplar_texts,
+    matched_rows,
     nearer_unrelated,
+    neighbouring,
     segment_units,
     similar_nodes,
 )
@@ -168,7 +170,8 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
             continue
         wording = next(
             (k for k in peers
-             if (_another_wording(draft, k, discovery) or _same_quote(draft, k, discovery))
+             if (_another_wording(draft, k, discovery) or _same_quote(draft, k, discovery)
+                 or _neighbours(draft, k, discovery))
              and not _holds_another(k, draft, discovery)),
             None,
         )  # fmt: skip
@@ -247,7 +250,7 @@ def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool
     embed = discovery.population.embedder.embed
     own, other = exemplar_texts(mine), exemplar_texts(theirs)
     other_vectors = embed(other)
-    rest = other_vectors[~_matched(other_vectors, mine, embed)]
+    rest = other_vectors[~matched_rows(other_vectors, mine, embed)]
     ordinary = discovery.ordinary_sentence(draft.kinds)
     if len(rest) < MIN_PART or len(own) < 2 or not nearer_unrelated(embed(own), rest, ordinary):
         return False
@@ -290,19 +293,25 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
     ):
         return False
     embed = discovery.population.embedder.embed
-    if _matched(embed(exemplar_texts(mine)), theirs, embed).mean() < MIN_EXEMPLARS_MATCHED:
+    if matched_rows(embed(exemplar_texts(mine)), theirs, embed).mean() < MIN_EXEMPLARS_MATCHED:
         return False
     inside = 2 * len(draft.hits & kept.hits) > len(draft.hits)
-    return not inside or bool(_matched(embed(exemplar_texts(theirs)), mine, embed).mean() >= MIN_EXEMPLARS_MATCHED)
+    return not inside or bool(matched_rows(embed(exemplar_texts(theirs)), mine, embed).mean() >= MIN_EXEMPLARS_MATCHED)
 
 
-def _matched(vectors: np.ndarray, nodes: list[dict[str, Any]], embed: Callable[[list[str]], np.ndarray]) -> np.ndarray:
-    """Which sentence rows (embedded) the labeler of `similar_to` nodes matches."""
-    matched = np.zeros(len(vectors), dtype=bool)
-    for node in nodes:
-        sims = (vectors @ embed(node["exemplars"]).T).max(axis=1)
-        matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
-    return matched
+def _neighbours(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bool:
+    """Whether two exemplar drafts of the same kinds are one behaviour in other words by where their exemplars
+    lie among the other discovery sentences of their kinds (`exemplars.neighbouring`). A behaviour paraphrased
+    from several templates can be drafted once a template, each labeler too tight to match the others'
+    sentences and their turns apart (paraphrased seed 3001: fewer empathy as four validated findings, each
+    all empathy and a seventh to a quarter of it)."""
+    mine, theirs = similar_nodes(draft.spec), similar_nodes(kept.spec)
+    if not (mine and theirs) or draft.kinds != kept.kinds:
+        return False
+    vectors, _ = discovery.sentences(draft.kinds)
+    others = ~(discovery.matched_sentences(draft.kinds, mine) | discovery.matched_sentences(draft.kinds, theirs))
+    embed = discovery.population.embedder.embed
+    return neighbouring(embed(exemplar_texts(mine)), embed(exemplar_texts(theirs)), vectors[others])
 
 
 def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
@@ -534,7 +543,7 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
             if not other_nodes or other.direction != draft.direction or not set(other.kinds) & set(draft.kinds):
                 continue
             other_vectors = embed(exemplar_texts(other_nodes))
-            matched = _matched(vectors, other_nodes, embed) & ~theirs
+            matched = matched_rows(vectors, other_nodes, embed) & ~theirs
             nearest_own = own[:, ~matched & ~theirs].max(axis=1, initial=-1.0)
             taken = matched & ((vectors @ other_vectors.T).max(axis=1) > nearest_own)
             rest = ~theirs & ~taken
