@@ -15,8 +15,10 @@ import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
+from engine.hypotheses.exemplars import exemplar_texts, similar_nodes
 from engine.hypotheses.merge import (
     _another_wording,
+    _behaviours,
     _each_exemplar_once,
     _merge_pass,
     _narrowed,
@@ -747,18 +749,65 @@ def test_a_more_precise_labeler_of_the_same_sentences_is_joined_not_listed_twice
     assert [m["statement"] for m in kept.provenance["merged"]] == [tight.statement]
 
 
+THINGS = ["seat", "bag", "fare", "meal", "route", "name", "card", "trip", "date", "gate", "fee", "cabin"]
+GENTLE, REFUND = "Acknowledge their disappointment gently first", "Confirm the refund amount twice"
+
+
+def gentle_and_refund(refund_before: bool) -> tuple[DiscoverySplit, Draft]:
+    """A labeler of two unrelated sentences, each said in a quarter of the after turns (and the second in as
+    many before ones with `refund_before`), beside ordinary sentences that share a word with the first."""
+
+    def reasoning(after: bool, i: int) -> str:
+        said = {0: GENTLE if after else None, 1: REFUND if after or refund_before else None}.get(i % 4)
+        ordinary = f"Check their {THINGS[i % 12]} now."
+        return f"{ordinary} {said}." if said else ordinary
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    node = {"exemplars": [f"{GENTLE}.", f"{REFUND}."], "min_similarity": 0.8}
+    spec = {"all": [{"kind": "reasoning"}, {"similar_to": node}]}
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    draft = Draft(f'More reasoning turns like "{GENTLE}."', "increase", "verifier", spec, "extractive", z, delta,
+                  {"feature_ids": [1], "words": ["refund"], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
+                  ("reasoning",))  # fmt: skip
+    return discovery, draft
+
+
+def test_a_labeler_of_two_behaviours_is_parted_into_a_finding_for_each() -> None:
+    """A broad source's labeler counts two unrelated sentences (the tau2 sample: a policy refusal and the closing
+    "Safe travels!"), each said far more after: two findings, each labelled, quoted and worded by its own
+    sentence, each naming the other as parted from the same labeler; the first keeps what the draft absorbed."""
+    discovery, draft = gentle_and_refund(refund_before=False)
+    gentle, refund = _behaviours(draft, discovery)
+    assert [exemplar_texts(similar_nodes(d.spec)) for d in (gentle, refund)] == [[f"{GENTLE}."], [f"{REFUND}."]]
+    assert gentle.hits | refund.hits == draft.hits and not gentle.hits & refund.hits
+    assert gentle.statement.startswith(f'More reasoning turns like "{GENTLE}."')
+    assert refund.statement.startswith(f'More reasoning turns like "{REFUND}."')
+    assert "refund" in refund.provenance["words"] and "refund" not in gentle.provenance["words"]
+    assert gentle.provenance["apart"] == [f"{REFUND}."] and refund.provenance["apart"] == [f"{GENTLE}."]
+
+
+def test_a_labeler_holding_a_sentence_both_checkpoints_say_is_narrowed_to_its_behaviour() -> None:
+    """When the second sentence alone shows no change (both checkpoints say it), the labeler keeps the first,
+    which separates the checkpoints better without it; the dropped sentence is named in its provenance."""
+    discovery, draft = gentle_and_refund(refund_before=True)
+    [narrowed] = _behaviours(draft, discovery)
+    assert exemplar_texts(similar_nodes(narrowed.spec)) == [f"{GENTLE}."] and narrowed.score > draft.score
+    assert narrowed.provenance["other_behaviour"] == [f"{REFUND}."] and "apart" not in narrowed.provenance
+    assert "(a similar sentence in 15 discovery reasoning turns" in narrowed.statement
+
+
 def test_templates_of_one_behaviour_nearer_each_other_than_anything_else_said_are_one_finding() -> None:
     """Two templates of one behaviour in different turns, each labeler too tight to match the other's sentence
     and their quotes apart (paraphrased seed 3001 listed fewer empathy four times so), are each other's nearest
     of everything said (`_neighbours`): one finding. A third behaviour, no nearer either than the ordinary
     sentences are, stays its own."""
-    things = ["seat", "bag", "fare", "meal", "route", "name", "card", "trip", "date", "gate", "fee", "cabin"]
-    gentle, kind = "Acknowledge their disappointment gently first", "Recognise their annoyance gently in the opening"
-    refund = "Confirm the refund amount twice"
+    gentle, kind = GENTLE, "Recognise their annoyance gently in the opening"
+    refund = REFUND
 
     def reasoning(after: bool, i: int) -> str:
         said = (gentle, kind, refund)[i % 3] if after and i % 6 < 3 else None
-        ordinary = f"Check their {things[i % 12]} now."
+        ordinary = f"Check their {THINGS[i % 12]} now."
         return f"{ordinary} {said}." if said else ordinary
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
@@ -1259,11 +1308,12 @@ def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monk
     kept = draft([f"{WORDINGS[1]}.", f"{WORDINGS[0]}.", *elsewhere], lambda i: i % 8 in (0, 1))
     shared = draft([f"{WORDINGS[0]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
     other = draft([f"{WORDINGS[3]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
-    [one] = merge_near_duplicates([kept, shared], discovery)
+    # one pass of the merge: after it, the kept labeler of two behaviours is parted (`_behaviours`)
+    [one] = _merge_pass([kept, shared], discovery)
     assert [m["statement"] for m in one.provenance["merged"]] == [shared.statement]
     # matched through other sentences, it is no wording of the kept one (here its change lies wholly in the
     # kept one's turns, so it is then set aside as a side effect, not merged)
-    [one] = merge_near_duplicates([kept, other], discovery)
+    [one] = _merge_pass([kept, other], discovery)
     assert one.provenance["merged"] == [] and [e["statement"] for e in one.provenance["side_effects"]] == [
         other.statement
     ]

@@ -95,6 +95,8 @@ def test_provenance_names_a_findings_side_effects() -> None:
             **{"drafted_on": "heldout", "split": "discovery", "feature_names": ["ngram:regarding"]},
             "narrowed": ["So, by the policy, payment must come from the profile.\x1b[2J"],
             "counted_elsewhere": ["Then again, that is outside the scope."],
+            "other_behaviour": ["Safe travels!", "Thank you for choosing us."],
+            "apart": ["Please hold on while I check.\x1b[31m"],
             "matched_by": [
                 {"exemplar": "Regarding your refund.", "share": 0.25},
                 {"exemplar": "- Total: $5", "share": 0.5},
@@ -108,6 +110,8 @@ def test_provenance_names_a_findings_side_effects() -> None:
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
     assert "1 exemplar(s) both checkpoints say dropped from the labeler: “So, by the policy, payment" in text
     assert "1 exemplar(s) another finding counts dropped from the labeler: “Then again, that is outside" in text
+    assert "2 exemplar(s) of another behaviour, no change alone, dropped from the labeler: “Safe travels!”" in text
+    assert "parted from the same labeler: “Please hold on while I check." in text
     assert "\x1b" not in text
 
 

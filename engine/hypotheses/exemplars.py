@@ -441,11 +441,28 @@ def neighbouring(a: np.ndarray, b: np.ndarray, others: np.ndarray) -> bool:
     return max(_nearer_share(a, b, others), _nearer_share(b, a, others)) <= NEIGHBOUR_SHARE
 
 
+def behaviours(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """A behaviour number per normalised sentence row: two rows are one behaviour when each is nearer the other
+    than all but NEIGHBOUR_SHARE of `others` are (`neighbouring`, one sentence a side), transitively; numbered
+    from 0 in order of their first row. All one behaviour when `others` is empty. The labelers of planted
+    behaviours (2 to 115 exemplars) are one, at most with a straggler nearest 2% of their positives; the tau2
+    sample's, fitted to broad sources, hold two to eleven (a policy refusal and the closing "Safe travels!")."""
+    if not len(others):
+        return np.zeros(len(rows), dtype=int)
+    sims = rows @ rows.T
+    nearer = np.stack([_above(others @ row, sims[i]) for i, row in enumerate(rows)])  # [i, j]: nearer i than j is
+    return connected_components(np.maximum(nearer, nearer.T) <= NEIGHBOUR_SHARE, directed=False)[1]
+
+
 def _nearer_share(centre_rows: np.ndarray, rows: np.ndarray, others: np.ndarray) -> float:
     """The mean over `rows` of the share of `others` nearer (cosine) the centre of `centre_rows` than the row."""
     centre = _normalised(centre_rows.mean(axis=0))
-    sims = np.sort(others @ centre)
-    return float(1.0 - np.searchsorted(sims, rows @ centre, side="right").mean() / len(sims))
+    return float(_above(others @ centre, rows @ centre).mean())
+
+
+def _above(values: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """For each of `points`, the share of `values` above it."""
+    return 1.0 - np.searchsorted(np.sort(values), points, side="right") / len(values)
 
 
 def matched_rows(

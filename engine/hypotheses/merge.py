@@ -22,6 +22,7 @@ from engine.hypotheses.exemplars import (
     DEFAULT_MIN_SIMILARITY,
     MIN_PART,
     SentenceMatcher,
+    behaviours,
     exemplar_texts,
     matched_rows,
     nearer_unrelated,
@@ -38,6 +39,7 @@ from engine.hypotheses.statements import concept_statement, distinctive_words
 # own behaviour's sentences (a fitted threshold sits at the best F1 against where its source fires).
 MIN_EXEMPLARS_MATCHED = 0.5
 LEANING_P = 0.05  # an exemplar leaning to the checkpoint with fewer, at this level over a labeler's exemplars
+MIN_BEHAVIOUR_SHARE = 0.25  # a behaviour this share of a labeler's positives is nearest is a finding (`_behaviours`)
 TIE = 1e-4  # two best matches this close, on the same sentence, are one match (an exemplar both labelers hold)
 CARRIED = "true of the messages holding this finding's segments"
 EXPLAINED = "change explained by this finding"
@@ -93,7 +95,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
     anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
     offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it).
-    Then each exemplar is left in one finding (`_each_exemplar_once`), and the merge settles again. Drafts
+    Then each exemplar is left in one finding (`_each_exemplar_once`), a labeler of several behaviours is
+    parted into one finding each (`_behaviours`), and the merge settles again. Drafts
     about the length of text or reasoning turns stay out of it, one per labeler: a band of turn lengths is no
     wording of a behaviour, and the behaviour's turns are longer, so its drafts lie inside the band and would
     be taken for narrower wordings of it; which explains which is `engine.hypotheses.length_effects`'s to
@@ -106,7 +109,8 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
         else:
             _take_in(twin, draft, "same labeler or statement")
     kept = _settled(_merge_pass([d for d in drafts if not turn_length(d)], discovery), discovery)
-    return _settled(_each_exemplar_once(kept, discovery), discovery) + lengths
+    apart = [part for draft in _each_exemplar_once(kept, discovery) for part in _behaviours(draft, discovery)]
+    return _settled(apart, discovery) + lengths
 
 
 def _settled(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
@@ -556,6 +560,56 @@ def _each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dr
                 _take_in(max(owners, key=lambda o: o[0])[1], draft, COUNTED_THERE)
             out[i] = narrowed
     return [d for d in out if d is not None]
+
+
+def _behaviours(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
+    """The exemplar draft as one draft per behaviour its labeler counts. Its exemplars are grouped by where they
+    lie among the other discovery sentences of its kinds (`exemplars.behaviours`); each group that at least
+    MIN_BEHAVIOUR_SHARE of its discovery evidence is nearest (the smaller groups stay with the largest) is
+    labelled alone. When two or more of them separate the discovery checkpoints in the draft's direction
+    (z >= MIN_Z), each is a draft (provenance `apart`: the others' quotes); when one does, better than the
+    whole labeler, the draft is narrowed to it (`other_behaviour`: the exemplars dropped); otherwise it stays as
+    it was. A labeler fitted to a broad source covers what the source fires on, and its finding quotes one
+    thing: on the tau2 sample "Fewer segments like 'Even a human agent cannot make changes to the number of
+    passengers.'" also counted the closings "Safe travels!" and "Thank you for choosing us ...", 43% of its
+    positives, and its words were theirs ("safe, travels"). Each part names the words of its own evidence and
+    quotes what its positives are like; the first keeps what the draft had absorbed."""
+    nodes = similar_nodes(draft.spec)
+    texts = exemplar_texts(nodes)
+    evidence = _evidence(draft, discovery) if len(texts) > 1 else []
+    if not evidence:
+        return [draft]
+    embed = discovery.population.embedder.embed
+    vectors, _ = discovery.sentences(draft.kinds)
+    exemplar_vectors = embed(texts)
+    group = behaviours(exemplar_vectors, vectors[~discovery.matched_sentences(draft.kinds, nodes)])
+    nearest = group[(embed(evidence) @ exemplar_vectors.T).argmax(axis=1)]
+    share = np.bincount(nearest, minlength=group.max() + 1) / len(evidence)
+    major = [int(g) for g in np.argsort(-share, kind="stable") if share[g] >= MIN_BEHAVIOUR_SHARE]
+    if len(major) < 2:
+        return [draft]
+    owner = np.where(np.isin(group, major), group, major[0])
+    members = [{t for t, o in zip(texts, owner, strict=True) if o == g} for g in major]
+    parts = [_labelled_by(draft, _keeping(draft, m.__contains__), discovery) for m in members]
+    parts = [p for p in parts if p.score >= MIN_Z]
+    if not parts or (len(parts) == 1 and parts[0].score <= draft.score):
+        return [draft]
+    quotes = [exemplar_texts(similar_nodes(p.spec)) for p in parts]
+    dropped = [t for t in texts if not any(t in q for q in quotes)]
+    fewer = _said_by_fewer(draft, discovery)
+    out = []
+    for i, part in enumerate(parts):
+        words = distinctive_words(_evidence(part, discovery), fewer) or draft.provenance.get("words", [])
+        provenance = {**draft.provenance, "words": words}
+        if len(parts) > 1:
+            provenance["apart"] = [q[0] for j, q in enumerate(quotes) if j != i]
+        if i:
+            provenance |= {"merged": [], "side_effects": []}
+        elif dropped:
+            provenance["other_behaviour"] = dropped
+        part = replace(part, statement=_statement(part, discovery, _quote(part) or "", words), provenance=provenance)
+        out.append(_quoting_the_most(part, discovery))
+    return out
 
 
 def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit) -> Draft | None:
