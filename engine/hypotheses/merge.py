@@ -583,8 +583,8 @@ def _behaviours(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     vectors, _ = discovery.sentences(draft.kinds)
     exemplar_vectors = embed(texts)
     group = behaviours(exemplar_vectors, vectors[~discovery.matched_sentences(draft.kinds, nodes)])
-    nearest = group[(embed(evidence) @ exemplar_vectors.T).argmax(axis=1)]
-    share = np.bincount(nearest, minlength=group.max() + 1) / len(evidence)
+    nearest = (embed(evidence) @ exemplar_vectors.T).argmax(axis=1)
+    share = np.bincount(group[nearest], minlength=group.max() + 1) / len(evidence)
     major = [int(g) for g in np.argsort(-share, kind="stable") if share[g] >= MIN_BEHAVIOUR_SHARE]
     if len(major) < 2:
         return [draft]
@@ -594,21 +594,23 @@ def _behaviours(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     parts = [p for p in parts if p.score >= MIN_Z]
     if not parts or (len(parts) == 1 and parts[0].score <= draft.score):
         return [draft]
-    quotes = [exemplar_texts(similar_nodes(p.spec)) for p in parts]
-    dropped = [t for t in texts if not any(t in q for q in quotes)]
+    kept = {t for p in parts for t in exemplar_texts(similar_nodes(p.spec))}
+    by_evidence = np.argsort(-np.bincount(nearest, minlength=len(texts)), kind="stable")
+    dropped = [texts[i] for i in by_evidence if texts[i] not in kept]  # what most of its evidence was like first
     fewer = _said_by_fewer(draft, discovery)
     out = []
     for i, part in enumerate(parts):
         words = distinctive_words(_evidence(part, discovery), fewer) or draft.provenance.get("words", [])
         provenance = {**draft.provenance, "words": words}
-        if len(parts) > 1:
-            provenance["apart"] = [q[0] for j, q in enumerate(quotes) if j != i]
         if i:
             provenance |= {"merged": [], "side_effects": []}
         elif dropped:
             provenance["other_behaviour"] = dropped
         part = replace(part, statement=_statement(part, discovery, _quote(part) or "", words), provenance=provenance)
         out.append(_quoting_the_most(part, discovery))
+    quotes = [_quote(p) for p in out]
+    for i, part in enumerate(out if len(out) > 1 else []):
+        part.provenance["apart"] = [q for j, q in enumerate(quotes) if j != i]
     return out
 
 
