@@ -304,13 +304,14 @@ def test_templates_of_one_behaviour_neighbour_and_two_behaviours_of_one_register
     grader awareness and a declined check, both reasoning about the task in the same register, are not, nor is
     either with empathy (`neighbouring`, the rank the merge joins drafts by)."""
     embedder = minilm(tmp_path)
-    others = embedder.embed(ORDINARY + MORE_ORDINARY)
+    said = embedder.embed(ORDINARY + MORE_ORDINARY)
+    others = np.ones(len(said), dtype=bool)
     feelings, customers = (embedder.embed(t) for t in EMPATHY)
     grader, scope = embedder.embed(GRADER_AWARE), embedder.embed(OUT_OF_SCOPE)
-    assert neighbouring(feelings, customers, others)
-    assert not neighbouring(grader, scope, others)
-    assert not neighbouring(feelings, grader, others) and not neighbouring(customers, scope, others)
-    assert not neighbouring(feelings, customers, others[:0])  # nothing else said: nothing to rank against
+    assert neighbouring(feelings, customers, said, others)
+    assert not neighbouring(grader, scope, said, others)
+    assert not neighbouring(feelings, grader, said, others) and not neighbouring(customers, scope, said, others)
+    assert not neighbouring(feelings, customers, said, ~others)  # nothing else said: nothing to rank against
 
 
 @pytest.mark.slow  # loads MiniLM

@@ -427,18 +427,19 @@ def nearer_unrelated(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool
     return bool(mean_a @ mean_b - level < (min(_pairwise(a), _pairwise(b)) - level) / 3)
 
 
-def neighbouring(a: np.ndarray, b: np.ndarray, others: np.ndarray) -> bool:
+def neighbouring(a: np.ndarray, b: np.ndarray, sentences: np.ndarray, others: np.ndarray) -> bool:
     """Whether two sets of normalised sentence rows are one behaviour in other words by where they lie among
-    everything else said (`others`: the sentences of their kinds that neither set's labeler matches): each
-    set's sentences are nearer the other's centre than all but NEIGHBOUR_SHARE of `others` are, on average.
+    everything else said (`sentences`, normalised rows; `others` marks those of them neither set's labeler
+    matches): each set's sentences are nearer the other's centre than all but NEIGHBOUR_SHARE of the others
+    are, on average.
     A rank, not a cosine, so it does not move with how alike a study's ordinary text is. Templates of one
     paraphrased behaviour (empathy voiced as disappointment, stress, annoyance or inconvenience) sit at
     0.2-2.2% of each other; two behaviours of one register (grader awareness, a declined check, re-checking)
     at 46-78%, and on the tau2 sample the after checkpoint's stock replies (confirmations, lookups, closing
     offers) at 9.5% and above, where the cohesion of `nearer_unrelated` calls most of them one behaviour."""
-    if not len(others):
+    if not others.any():
         return False
-    return max(_nearer_share(a, b, others), _nearer_share(b, a, others)) <= NEIGHBOUR_SHARE
+    return max(_nearer_share(a, b, sentences, others), _nearer_share(b, a, sentences, others)) <= NEIGHBOUR_SHARE
 
 
 def behaviours(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
@@ -454,10 +455,11 @@ def behaviours(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
     return connected_components(np.maximum(nearer, nearer.T) <= NEIGHBOUR_SHARE, directed=False)[1]
 
 
-def _nearer_share(centre_rows: np.ndarray, rows: np.ndarray, others: np.ndarray) -> float:
-    """The mean over `rows` of the share of `others` nearer (cosine) the centre of `centre_rows` than the row."""
+def _nearer_share(centre_rows: np.ndarray, rows: np.ndarray, sentences: np.ndarray, others: np.ndarray) -> float:
+    """The mean over `rows` of the share of the `others` of `sentences` nearer (cosine) the centre of
+    `centre_rows` than the row (projected before they are picked: the merge asks this of many pairs)."""
     centre = _normalised(centre_rows.mean(axis=0))
-    return float(_above(others @ centre, rows @ centre).mean())
+    return float(_above((sentences @ centre)[others], rows @ centre).mean())
 
 
 def _above(values: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -315,7 +315,7 @@ def _neighbours(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bool:
     vectors, _ = discovery.sentences(draft.kinds)
     others = ~(discovery.matched_sentences(draft.kinds, mine) | discovery.matched_sentences(draft.kinds, theirs))
     embed = discovery.population.embedder.embed
-    return neighbouring(embed(exemplar_texts(mine)), embed(exemplar_texts(theirs)), vectors[others])
+    return neighbouring(embed(exemplar_texts(mine)), embed(exemplar_texts(theirs)), vectors, others)
 
 
 def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
