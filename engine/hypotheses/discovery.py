@@ -67,6 +67,7 @@ class DiscoverySplit:
         self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
         self._texts: dict[tuple[str, ...], list[str]] = {}
         self._sentences: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
         self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
@@ -114,9 +115,11 @@ class DiscoverySplit:
     def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
         """The mean embedding row of every sentence of the discovery segments of `kinds` (`sentences`, each as
         often as it is said): what ordinary text of these kinds is like, against which two behaviours are told
-        apart (`exemplars.nearer_unrelated`, in `merge._holds_another`)."""
-        vectors, counts = self.sentences(kinds)
-        return counts @ vectors / counts.sum()
+        apart (`exemplars.nearer_unrelated`, in `merge._holds_another`). Memoised."""
+        if kinds not in self._ordinary:
+            vectors, counts = self.sentences(kinds)
+            self._ordinary[kinds] = counts @ vectors / counts.sum()
+        return self._ordinary[kinds]
 
     def matched_sentences(self, kinds: tuple[str, ...], nodes: list[dict[str, Any]]) -> np.ndarray:
         """Which of `sentences(kinds)` an exemplar labeler (its `similar_to` nodes) matches. Memoised: the merge
