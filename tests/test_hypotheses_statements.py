@@ -338,6 +338,19 @@ def test_distinctive_words_set_the_examples_apart() -> None:
     assert distinctive_words(inside, outside)[:2] == ["grader", "trap"]
 
 
+def test_the_words_of_a_behaviour_come_before_the_filler_its_sentences_share_with_others() -> None:
+    """Paraphrased seed 3001, words ranked by z (tried), which grows with a word's count: a grader-awareness
+    finding was named "moment, right, case, i'd", the filler of every planted sentence, said now and then in the
+    other checkpoint too; ranked by the log odds ratio, the behaviour's own words come first. A word of fewer than
+    MIN_WORD_SHARE of the sentences, or said in one task only (a city), names none."""
+    inside = [f"right, the {w} may check this" for w in ("grader",) * 12 + ("rubric",) * 8 + ("scorer",) * 20]
+    inside += ["right, book it via charlotte"] * 5 + ["the grader checks it, whoever"]
+    outside = [f"right, the {w} is here" for w in ("seat", "fare", "bag", "date")] * 25 + ["the fare for now"] * 300
+    tasks = ["t1", "t2"] * 20 + ["t3"] * 5 + ["t1"]
+    assert distinctive_words(inside, outside, tasks) == ["check", "scorer", "grader", "rubric"]  # not "right"
+    assert "charlotte" in distinctive_words(inside, outside, k=8)  # without tasks, the city could be a word
+
+
 def test_a_task_code_is_not_a_word_of_the_behaviour() -> None:
     inside = ["booking NQNU5R is out of scope", "NQNU5R stays out of scope", "flight HAT276 is out of scope"]
     outside = ["the user wants a seat", "the order is set"] * 5

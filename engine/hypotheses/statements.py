@@ -7,7 +7,6 @@ says what its verifier finds, not what its source's feature found.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -29,6 +28,8 @@ DISCOURSE = frozenset(
 MIN_CONTENT_WORDS = 2
 MIN_OPENING_SHARE = 0.5  # a one-word phrase is a behaviour when it opens most segments it is in ("Certainly!")
 DISTINCTIVE_WORDS = 4
+WORD_Z = 1.96  # a distinctive word is over-represented at about the 5% level (two-sided)
+MIN_WORD_SHARE = 0.1  # ... and in at least this share of the sentences it names
 _WORD = re.compile(r"[a-z][a-z']+")
 
 
@@ -105,17 +106,29 @@ def phrase_is_behaviour(gram: str, texts: Sequence[str]) -> tuple[bool, bool]:
     return len(words) >= MIN_CONTENT_WORDS or any("_" in w for w in words), False
 
 
-def distinctive_words(inside: Sequence[str], outside: Sequence[str], k: int = DISTINCTIVE_WORDS) -> list[str]:
-    """Words most over-represented in `inside` against `outside` (log-odds with a +1 prior, each word counted
-    once per sentence), seen in at least two inside sentences. Words as the n-gram features read them
-    (`engine.text.words`): a code that mixes letters and digits (a reservation "NQNU5R") is one task's object,
-    not a word of the behaviour."""
-    a = Counter(w for t in inside for w in informative_words(t) if len(w) >= 3)
+def distinctive_words(
+    inside: Sequence[str], outside: Sequence[str], tasks: Sequence[str] = (), k: int = DISTINCTIVE_WORDS
+) -> list[str]:
+    """Words that set `inside` apart from `outside`, the most distinctive first (largest log odds ratio of being
+    in an inside sentence against an outside one, each word counted once per sentence, +0.5 to every cell).
+    A word qualifies when it is in at least two inside sentences and MIN_WORD_SHARE of them, over-represented
+    at WORD_Z (the log odds ratio over its standard error, Woolf), and, when `tasks` (each inside sentence's
+    task) holds several, said in more than one task: one task's sentences name its objects (a city, a
+    passenger's name), not the behaviour. Ranked by the ratio, not by its z: a z grows with a word's count, and
+    ranked by it the filler every sentence of a grammar shares ("moment", "right") came before the words of
+    the behaviour ("grader", "rubric"). Words as the n-gram features read them (`engine.text.words`): a code
+    that mixes letters and digits (a reservation "NQNU5R") is one task's object, not a word of the behaviour."""
+    said = [informative_words(t) for t in inside]
+    a = Counter(w for ws in said for w in ws if len(w) >= 3)
     b = Counter(w for t in outside for w in informative_words(t))
-    n_a, n_b = len(inside) + 1, len(outside) + 1
+    in_tasks = {w: {task for ws, task in zip(said, tasks, strict=True) if w in ws} for w in a} if tasks else {}
+    several = len(set(tasks)) > 1
+    least = max(2, MIN_WORD_SHARE * len(inside))
 
-    def log_odds(word: str) -> float:
-        return math.log((a[word] + 1) / n_a) - math.log((b[word] + 1) / n_b)
+    def log_odds(word: str) -> tuple[float, float]:
+        cells = np.array([a[word], len(inside) - a[word], b[word], len(outside) - b[word]]) + 0.5
+        ratio = float(np.log(cells[0] * cells[3] / (cells[1] * cells[2])))
+        return ratio, ratio / float(np.sqrt((1 / cells).sum()))
 
-    ranked = sorted((w for w in a if a[w] >= 2 and log_odds(w) > 0), key=lambda w: (-log_odds(w), w))
-    return ranked[:k]
+    scored = {w: log_odds(w) for w in a if a[w] >= least and not (several and len(in_tasks[w]) < 2)}
+    return sorted((w for w, (_, z) in scored.items() if z >= WORD_Z), key=lambda w: (-scored[w][0], w))[:k]
