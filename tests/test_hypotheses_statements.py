@@ -20,6 +20,7 @@ from engine.hypotheses.merge import (
     _another_wording,
     _behaviours,
     _each_exemplar_once,
+    _in_own_words,
     _merge_pass,
     _narrowed,
     _neighbours,
@@ -730,11 +731,29 @@ def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_findi
         answer.spec["all"][1]["similar_to"]["exemplars"],
         reply.spec["all"][1]["similar_to"]["exemplars"],
     ]
-    assert "(a similar sentence in 45 discovery reasoning turns; words: grader): 0% -> 75% of reasoning turns" in (
+    # named by the words of what the joined labeler counts, both wordings', not the first draft's ("grader")
+    assert "(a similar sentence in 45 discovery reasoning turns; words: checks, grader, answer, reply): 0% -> 75%" in (
         joined.statement
     )
     assert [m["statement"] for m in joined.provenance["merged"]] == [reply.statement]
-    assert refund.statement in [d.statement for d in kept]
+    assert refund.spec in [d.spec for d in kept]
+
+
+def test_a_finding_is_named_by_its_own_sentences_words_not_by_another_behaviour_that_grew_with_it() -> None:
+    """The words of a finding set what its labeler counts apart from every sentence it does not count, in either
+    checkpoint: against the other checkpoint alone, "carefully", which two behaviours that grew both say, would
+    rank with the grader's own words (paraphrased seed 2207 named a grader finding "like, marking, ...")."""
+    grader, ledger = "The grader checks my answer twice carefully", "I reread the refund ledger carefully"
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {(grader, ledger)[i % 2]}." if after else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    named = _in_own_words(exemplar_draft(discovery, grader, 0.9), discovery)
+    assert named.provenance["words"] == ["answer", "checks", "grader", "twice"]
+    assert "(a similar sentence in 30 discovery reasoning turns; words: answer, checks, grader, twice)" in (
+        named.statement
+    )
 
 
 def test_a_more_precise_labeler_of_the_same_sentences_is_joined_not_listed_twice() -> None:
@@ -791,7 +810,7 @@ def test_a_labeler_of_two_behaviours_is_parted_into_a_finding_for_each() -> None
     "Safe travels!"), each said far more after: two findings, each labelled, quoted and worded by its own
     sentence, each naming the other as parted from the same labeler; the first keeps what the draft absorbed."""
     discovery, draft = gentle_and_refund(refund_before=False)
-    gentle, refund = _behaviours(draft, discovery)
+    gentle, refund = (_in_own_words(part, discovery) for part in _behaviours(draft, discovery))
     assert [exemplar_texts(similar_nodes(d.spec)) for d in (gentle, refund)] == [[f"{GENTLE}."], [f"{REFUND}."]]
     assert gentle.hits | refund.hits == draft.hits and not gentle.hits & refund.hits
     assert gentle.statement.startswith(f'More reasoning turns like "{GENTLE}."')
@@ -916,13 +935,13 @@ def test_a_broad_labeler_drops_what_both_checkpoints_say_and_quotes_what_grew() 
     assert narrowed.provenance["narrowed"] == [f"{policy}."] and narrowed.score > draft.score
     assert narrowed.spec["all"][1] == {"similar_to": {"exemplars": [f"{grader}."], "min_similarity": 0.75}}
     assert narrowed.hits < draft.hits
-    quoted = _quoting_the_most(narrowed, discovery)
+    quoted = _in_own_words(_quoting_the_most(narrowed, discovery), discovery)
     assert quoted.statement.startswith(f'More reasoning turns like "{grader}."')
     assert quoted.provenance["words"] == ["answer", "checks", "grader"] and "words: answer, checks, grader" in (
         quoted.statement
     )
     assert quoted.statement.endswith(": 0% -> 40% of reasoning turns (0% -> 40% of rollouts)")
-    assert _narrowed(joined_draft(discovery, grader, policy), discovery).statement == quoted.statement
+    assert _in_own_words(_narrowed(joined_draft(discovery, grader, policy), discovery), discovery) == quoted
     both = DiscoverySplit(population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 2]}." if a else
                                      THINK(a, i), lambda a, i: []), splitter=split_on_periods)  # fmt: skip
     assert (
@@ -1273,7 +1292,7 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
     # the same out-of-scope draft inside a labeler of its own behaviour is a narrower wording of it
     broader = reasoning_draft(OUT_OF_SCOPE, range(1, 40, 2))
     [one] = merge_near_duplicates([broader, scope], discovery)
-    assert one.statement == broader.statement and len(one.provenance["merged"]) == 1
+    assert one.spec == broader.spec and len(one.provenance["merged"]) == 1
 
 
 @pytest.mark.slow  # loads MiniLM

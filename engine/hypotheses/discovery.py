@@ -66,6 +66,7 @@ class DiscoverySplit:
         self._next: dict[int, int] | None = None  # segment id -> the next segment of its kind in its rollout
         self._behaviour: dict[tuple[tuple[str, ...], str], tuple[bool, bool]] = {}
         self._texts: dict[tuple[str, ...], list[str]] = {}
+        self._units: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
         self._sentences: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
         self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
@@ -99,15 +100,21 @@ class DiscoverySplit:
             self._behaviour[key] = phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
 
+    def units(self, kinds: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """The sentences (`segment_units`) of each discovery segment of `kinds`, in `index` order. Memoised."""
+        if kinds not in self._units:
+            _, segs = self.index(kinds)
+            self._units[kinds] = [
+                segment_units(k, t, self.splitter) for k, t in segs.select("kind", "text").iter_rows()
+            ]
+        return self._units[kinds]
+
     def sentences(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Every distinct sentence (a tool call: its whole text) of the discovery segments of `kinds`, as
         embedding rows, and how many times each is said. Memoised; the sentences are mostly embedded (and
         cached) already, as labelling a draft embeds them."""
         if kinds not in self._sentences:
-            _, segs = self.index(kinds)
-            units = Counter(
-                u for k, t in segs.select("kind", "text").iter_rows() for u in segment_units(k, t, self.splitter)
-            )
+            units = Counter(u for said in self.units(kinds) for u in said)
             counts = np.fromiter(units.values(), dtype=np.float64, count=len(units))
             self._sentences[kinds] = (self.population.embedder.embed(list(units)), counts)
         return self._sentences[kinds]

@@ -27,7 +27,6 @@ from engine.hypotheses.exemplars import (
     matched_rows,
     nearer_unrelated,
     neighbouring,
-    segment_units,
     similar_nodes,
 )
 from engine.hypotheses.length import BINNED_KINDS
@@ -94,13 +93,13 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
     result until it merges nothing more: joining another wording into a draft, or narrowing it, changes its
     labeler, and a draft kept beside what it was may be a wording of what it became (the tau2 sample: "Is there
     anything else I can assist you with regarding this reservation ...?" took in other wordings of the closing
-    offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it).
-    Then each exemplar is left in one finding (`_each_exemplar_once`), a labeler of several behaviours is
-    parted into one finding each (`_behaviours`), and the merge settles again. Drafts
-    about the length of text or reasoning turns stay out of it, one per labeler: a band of turn lengths is no
-    wording of a behaviour, and the behaviour's turns are longer, so its drafts lie inside the band and would
-    be taken for narrower wordings of it; which explains which is `engine.hypotheses.length_effects`'s to
-    decide."""
+    offer after "Additionally, is there anything else I can assist you with ...?" had been kept beside it). Then
+    each exemplar is left in one finding (`_each_exemplar_once`), a labeler of several behaviours is parted into
+    one finding each (`_behaviours`), the merge settles again, and each exemplar draft is named by the words of
+    what its labeler now counts (`_in_own_words`). Drafts about the length of text or reasoning turns stay out of
+    it, one per labeler: a band of turn lengths is no wording of a behaviour, and the behaviour's turns are longer,
+    so its drafts lie inside the band and would be taken for narrower wordings of it; which explains which is
+    `engine.hypotheses.length_effects`'s to decide."""
     lengths: list[Draft] = []
     for draft in (d for d in drafts if turn_length(d)):
         twin = next((k for k in lengths if k.spec == draft.spec), None)
@@ -110,7 +109,7 @@ def merge_near_duplicates(drafts: list[Draft], discovery: DiscoverySplit) -> lis
             _take_in(twin, draft, "same labeler or statement")
     kept = _settled(_merge_pass([d for d in drafts if not turn_length(d)], discovery), discovery)
     apart = [part for draft in _each_exemplar_once(kept, discovery) for part in _behaviours(draft, discovery)]
-    return _settled(apart, discovery) + lengths
+    return [_in_own_words(d, discovery) for d in _settled(apart, discovery)] + lengths
 
 
 def _settled(kept: list[Draft], discovery: DiscoverySplit) -> list[Draft]:
@@ -356,15 +355,13 @@ def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: st
 
 def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     """The exemplar draft without the exemplars that are what both checkpoints say, when the rest separate the
-    discovery checkpoints better (`_relabelled`), the dropped exemplars in its provenance (`narrowed`), its
-    words those that set what it still counts apart from what the other checkpoint says (`_said_by_fewer`; its
-    source's words described what it no longer counts). Such an exemplar's matches among the draft's discovery
-    positives lie in the checkpoint it has fewer of more often than the labeler's own split would (one-sided
-    binomial, p below LEANING_P over its exemplars). Joined wordings and broad sources bring ordinary sentences
-    into a labeler, which then counts them in both checkpoints and can quote one (paraphrased seed 59: "So, by
-    the policy, payment must come from the profile." in 94 of the labeler's 193 turns of the checkpoint with
-    more and 66 of its 80 of the other, quoted where re-checking grew; without it the labeler counts 169
-    turns, 47% of them re-checking, not 30%)."""
+    discovery checkpoints better (`_relabelled`), the dropped exemplars in its provenance (`narrowed`). Such an
+    exemplar's matches among the draft's discovery positives lie in the checkpoint it has fewer of more often than
+    the labeler's own split would (one-sided binomial, p below LEANING_P over its exemplars). Joined wordings and
+    broad sources bring ordinary sentences into a labeler, which then counts them in both checkpoints and can quote
+    one (paraphrased seed 59: "So, by the policy, payment must come from the profile." in 94 of the labeler's 193
+    turns of the checkpoint with more and 66 of its 80 of the other, quoted where re-checking grew; without it the
+    labeler counts 169 turns, 47% of them re-checking, not 30%)."""
     nodes = similar_nodes(draft.spec)
     positives = _positives(draft, discovery)
     if not nodes or not positives.any():
@@ -390,22 +387,34 @@ def _narrowed(draft: Draft, discovery: DiscoverySplit) -> Draft:
     narrowed = _relabelled(draft, kept, discovery) if dropped and kept else None
     if narrowed is None:
         return draft
-    words = distinctive_words(_evidence(narrowed, discovery), _said_by_fewer(draft, discovery))
-    words = words or draft.provenance.get("words", [])
-    statement = _statement(narrowed, discovery, kept[0]["exemplars"][0], words)
+    statement = _statement(narrowed, discovery, kept[0]["exemplars"][0], draft.provenance.get("words", []))
     dropped = [*draft.provenance.get("narrowed", []), *dropped]
-    return replace(narrowed, statement=statement, provenance={**draft.provenance, "narrowed": dropped, "words": words})
+    return replace(narrowed, statement=statement, provenance={**draft.provenance, "narrowed": dropped})
 
 
-def _said_by_fewer(draft: Draft, discovery: DiscoverySplit) -> list[str]:
-    """Every sentence (`segment_units`) of the discovery segments of the draft's kinds in the checkpoint it has
-    fewer of."""
-    _, segs = discovery.index(draft.kinds)
-    return [
-        u
-        for v in discovery.population.views(segs[np.flatnonzero(~discovery.more_side(draft))])
-        for u in segment_units(v.kind, v.text, discovery.splitter)
-    ]
+def _said_elsewhere(draft: Draft, discovery: DiscoverySplit) -> list[str]:
+    """Every sentence (`segment_units`) of the discovery segments of the draft's kinds that it does not label, in
+    either checkpoint."""
+    units = discovery.units(draft.kinds)
+    return [u for row in np.flatnonzero(~_positives(draft, discovery)) for u in units[row]]
+
+
+def _in_own_words(draft: Draft, discovery: DiscoverySplit) -> Draft:
+    """An exemplar draft named by the words that set what its labeler counts apart: those of its discovery
+    positives' evidence sentences, in the checkpoint it has more of, against every sentence of the segments it
+    does not label (`distinctive_words`); its statement restated. Any other draft as it is. Done once its
+    labeler is final: its source's words were those of the source's example sentences, and joining,
+    narrowing and parting change what it counts (the tau2 sample: a finding quoting "Before we proceed, I need
+    to confirm a few details regarding the cancellation ..." kept the words "apologize, cause, inconvenience"
+    of the apologies it had given up to another finding; none of its held-out evidence had them). Against
+    the other checkpoint alone, words of other behaviours that grew with it came in ("checking", "like")."""
+    evidence = _evidence_of_tasks(draft, discovery) if similar_nodes(draft.spec) else []
+    if not evidence:
+        return draft
+    said, tasks = zip(*evidence, strict=True)
+    words = distinctive_words(said, _said_elsewhere(draft, discovery), tasks)
+    statement = _statement(draft, discovery, _quote(draft) or "", words)
+    return replace(draft, statement=statement, provenance={**draft.provenance, "words": words})
 
 
 def _relabelled(draft: Draft, nodes: list[dict[str, Any]], discovery: DiscoverySplit) -> Draft | None:
@@ -471,9 +480,15 @@ def _positives(draft: Draft, discovery: DiscoverySplit) -> np.ndarray:
 
 def _evidence(draft: Draft, discovery: DiscoverySplit) -> list[str]:
     """The evidence sentences of the draft's discovery positives in the checkpoint it has more of."""
+    return [said for said, _ in _evidence_of_tasks(draft, discovery)]
+
+
+def _evidence_of_tasks(draft: Draft, discovery: DiscoverySplit) -> list[tuple[str, str]]:
+    """`_evidence`, each sentence with the task of its segment."""
     _, segs = discovery.index(draft.kinds)
-    views = discovery.population.views(segs[np.flatnonzero(_positives(draft, discovery) & discovery.more_side(draft))])
-    return [v.evidence for v in discovery.verifier(draft.spec).label_all(views) if v.evidence]
+    rows = segs[np.flatnonzero(_positives(draft, discovery) & discovery.more_side(draft))]
+    verdicts = discovery.verifier(draft.spec).label_all(discovery.population.views(rows))
+    return [(v.evidence, task) for v, task in zip(verdicts, rows["task_id"], strict=True) if v.evidence]
 
 
 def _quote(draft: Draft) -> str | None:
@@ -572,8 +587,8 @@ def _behaviours(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     it was. A labeler fitted to a broad source covers what the source fires on, and its finding quotes one
     thing: on the tau2 sample "Fewer segments like 'Even a human agent cannot make changes to the number of
     passengers.'" also counted the closings "Safe travels!" and "Thank you for choosing us ...", 43% of its
-    positives, and its words were theirs ("safe, travels"). Each part names the words of its own evidence and
-    quotes what its positives are like; the first keeps what the draft had absorbed."""
+    positives, and its words were theirs ("safe, travels"). Each part quotes what its positives are like (and
+    is named by its own words, `_in_own_words`); the first keeps what the draft had absorbed."""
     nodes = similar_nodes(draft.spec)
     texts = exemplar_texts(nodes)
     evidence = _evidence(draft, discovery) if len(texts) > 1 else []
@@ -597,16 +612,15 @@ def _behaviours(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     kept = {t for p in parts for t in exemplar_texts(similar_nodes(p.spec))}
     by_evidence = np.argsort(-np.bincount(nearest, minlength=len(texts)), kind="stable")
     dropped = [texts[i] for i in by_evidence if texts[i] not in kept]  # what most of its evidence was like first
-    fewer = _said_by_fewer(draft, discovery)
     out = []
     for i, part in enumerate(parts):
-        words = distinctive_words(_evidence(part, discovery), fewer) or draft.provenance.get("words", [])
-        provenance = {**draft.provenance, "words": words}
+        provenance = dict(draft.provenance)
         if i:
             provenance |= {"merged": [], "side_effects": []}
         elif dropped:
             provenance["other_behaviour"] = dropped
-        part = replace(part, statement=_statement(part, discovery, _quote(part) or "", words), provenance=provenance)
+        statement = _statement(part, discovery, _quote(part) or "", draft.provenance.get("words", []))
+        part = replace(part, statement=statement, provenance=provenance)
         out.append(_quoting_the_most(part, discovery))
     quotes = [_quote(p) for p in out]
     for i, part in enumerate(out if len(out) > 1 else []):
