@@ -647,6 +647,25 @@ def test_a_change_right_after_a_findings_segments_is_its_side_effect() -> None:
     assert kept[1].provenance["side_effects"] == []
 
 
+def test_a_change_right_after_a_findings_segments_is_its_side_effect_though_both_checkpoints_do_it_elsewhere() -> None:
+    """Both checkpoints call a tool again after a failed call now and then (paraphrased seed 7919: 28 of 69
+    retries at the other checkpoint's rate): the retries after the probe calls are under half of the retry
+    draft's positives but all of its change, so it is still the probe finding's side effect."""
+    discovery = DiscoverySplit(calls_population())
+    probe = call_draft("Probe values", 5.0, calls(1, lambda i: i < 20))
+    now_and_then = lambda i: 30 <= i < 52  # noqa: E731
+    retry = call_draft(
+        "Retry after error",
+        4.0,
+        calls(2, lambda i: i < 20) | calls(1, now_and_then) | calls(1, now_and_then, after=False),
+    )
+    assert 2 * len(retry.hits & discovery.followers(probe.hits)) < len(retry.hits - calls(1, now_and_then, False))
+    assert discovery.z_among(retry, frozenset(), False) >= 2.0
+    kept = merge_near_duplicates([probe, retry], discovery)
+    assert [d.statement for d in kept] == [probe.statement]
+    assert "follows" in kept[0].provenance["side_effects"][0]["relation"]
+
+
 def test_a_broad_change_that_a_narrow_finding_inside_it_explains_is_its_side_effect() -> None:
     """Probe calls fail: errors rise only because probes were added. The error draft's change is gone outside
     the probe calls, and all of them are errors, so it is the probe finding's side effect. Errors that also
