@@ -121,8 +121,13 @@ def distinctive_words(
     said = [informative_words(t) for t in inside]
     a = Counter(w for ws in said for w in ws if len(w) >= 3)
     b = Counter(w for t in outside for w in informative_words(t))
-    in_tasks = {w: {task for ws, task in zip(said, tasks, strict=True) if w in ws} for w in a} if tasks else {}
-    several = len(set(tasks)) > 1
+    one_task: set[str] = set()  # words said in one task only, when the sentences are of several
+    if len(set(tasks)) > 1:
+        of: dict[str, set[str]] = {}
+        for ws, task in zip(said, tasks, strict=True):
+            for w in ws:
+                of.setdefault(w, set()).add(task)
+        one_task = {w for w, where in of.items() if len(where) < 2}
     least = max(2, MIN_WORD_SHARE * len(inside))
 
     def log_odds(word: str) -> tuple[float, float]:
@@ -130,5 +135,5 @@ def distinctive_words(
         ratio = float(np.log(cells[0] * cells[3] / (cells[1] * cells[2])))
         return ratio, ratio / float(np.sqrt((1 / cells).sum()))
 
-    scored = {w: log_odds(w) for w in a if a[w] >= least and not (several and len(in_tasks[w]) < 2)}
+    scored = {w: log_odds(w) for w in a if a[w] >= least and w not in one_task}
     return sorted((w for w, (_, z) in scored.items() if z >= WORD_Z), key=lambda w: (-scored[w][0], w))[:k]
