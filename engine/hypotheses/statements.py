@@ -116,8 +116,10 @@ def distinctive_words(
     task) holds several, said in more than one task: one task's sentences name its objects (a city, a
     passenger's name), not the behaviour. Ranked by the ratio, not by its z: a z grows with a word's count, and
     ranked by it the filler every sentence of a grammar shares ("moment", "right") came before the words of
-    the behaviour ("grader", "rubric"). Words as the n-gram features read them (`engine.text.words`): a code
-    that mixes letters and digits (a reservation "NQNU5R") is one task's object, not a word of the behaviour."""
+    the behaviour ("grader", "rubric"). Two disjoint groups of sentences, so a 2 x 2 table per word, not the
+    Dirichlet-prior log odds `engine.features.sentence_labels` scores a feature's top sentences by against a
+    background that holds them. Words as the n-gram features read them (`engine.text.words`): a code that mixes
+    letters and digits (a reservation "NQNU5R") is one task's object, not a word of the behaviour."""
     said = [informative_words(t) for t in inside]
     a = Counter(w for ws in said for w in ws if len(w) >= 3)
     b = Counter(w for t in outside for w in informative_words(t))
