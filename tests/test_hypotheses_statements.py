@@ -95,6 +95,19 @@ def test_a_structural_statement_is_its_labelers_rates() -> None:
     )
 
 
+def test_a_tool_call_fact_from_a_rollout_level_row_is_a_rate_of_tool_calls() -> None:
+    """A rollout-level ('any') row reads every kind; a fact of tool calls drafted from it is counted among the
+    tool calls it fires on, not among every segment (paraphrased seed 1777: "Calls tool check_policy_section:
+    0% -> 6% of segments")."""
+    probe = lambda after, i: ["tool_args:probe"] if after and i % 2 == 0 else []  # noqa: E731
+    discovery = DiscoverySplit(population(PLAIN, THINK, probe), splitter=split_on_periods)
+    any_row = replace(source("tool_call", ("tool_args:probe",), ("structural",)), kinds=SEGMENT_KINDS)
+    draft = extractive_draft(any_row, set(), discovery)
+    assert draft is not None and draft.kinds == ("tool_call",)
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool_args:probe"}]}
+    assert draft.statement.endswith(": 0% -> 50% of tool calls (0% -> 50% of rollouts)")
+
+
 def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
     """Probe values that cluster with error results (the probes fail) draft the probe feature alone: the union
     would also label every ordinary failed call, in both checkpoints."""

@@ -144,12 +144,13 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
         _finish(
             source,
             discovery,
-            {"all": [_kind_node(source.kinds), {"structural": name}]},
-            source.kinds,
+            {"all": [_kind_node(kinds), {"structural": name}]},
+            kinds,
             statement(name),
             {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
         )
         for name in names
+        if (kinds := _kinds_firing(source.kinds, name, discovery))
     ]
     drafted = [d for d in drafts if d is not None]
     if not drafted:
@@ -158,6 +159,16 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     best = next((d for d in drafted if d is not best and discovery.follows(best, d)), best)
     carriers = [d for d in drafted if d is not best and discovery.carried_by(best, d)]
     return max(carriers, key=discovery.rollout_z, default=best)
+
+
+def _kinds_firing(kinds: tuple[str, ...], name: str, discovery: DiscoverySplit) -> tuple[str, ...]:
+    """Of `kinds`, those whose discovery segments the structural feature `name` fires on: a rollout-level
+    source reads every kind, and a fact of tool calls ("Calls tool check_policy_section") counted among every
+    segment read "0% -> 6% of segments", a rate that moves with how many reasoning and text turns the rollouts
+    have, where the same fact drafted from a tool-call row read "0% -> 15% of tool calls"."""
+    segs = discovery.population.of_kinds(list(kinds))
+    fired = segs.filter(pl.col("structural").list.contains(name))["kind"].unique().to_list()
+    return tuple(k for k in kinds if k in fired)
 
 
 def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
