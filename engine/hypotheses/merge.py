@@ -330,12 +330,7 @@ def _same_quote(draft: Draft, other: Draft, fold: DiscoverySplit) -> bool:
     quotes = embed([mine[0]["exemplars"][0], theirs[0]["exemplars"][0]])
     if float(quotes[0] @ quotes[1]) < DEFAULT_MIN_SIMILARITY:  # not paraphrases, whatever loose labelers match
         return False
-    for quote, nodes in ((quotes[1], mine), (quotes[0], theirs)):
-        if not any(
-            (embed(n["exemplars"]) @ quote).max() >= n.get("min_similarity", DEFAULT_MIN_SIMILARITY) for n in nodes
-        ):
-            return False
-    return True
+    return bool(matched_rows(quotes[1:], mine, embed)[0] and matched_rows(quotes[:1], theirs, embed)[0])
 
 
 def _joined(kept: Draft, wording: Draft, discovery: DiscoverySplit, relation: str = "another wording") -> Draft:
