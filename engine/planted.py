@@ -52,6 +52,9 @@ class Behaviour:
     direction: str  # 'increase' (planted into after) | 'decrease' (planted into before)
     rate: float  # share of eligible places that get it
     description: str
+    # share of the other checkpoint's eligible places that get it too: a rate that moves, not a new behaviour
+    # (the paraphrased planting only; `plant` ignores it)
+    base_rate: float = 0.0
 
 
 BEHAVIOURS: tuple[Behaviour, ...] = (

@@ -7,7 +7,10 @@ copies, and the same distribution on both sides. Planted behaviours then add one
 inside a reasoning turn (increases into *after*, decreases into *before*), insert probe calls with dummy
 arguments before write calls, or add a call to a new tool (the composition shift). The reply suite
 (`REPLIES`) puts its sentences before or after the text of gpt-4o's own replies instead, a background rldiff
-did not generate. The ground truth lists every planted segment with the sentence or call that was planted.
+did not generate. The shift suite (`shifts`) plants the same reasoning and reply behaviours into both
+checkpoints, at a rate that moves two- to fourfold between them (`Behaviour.base_rate`): what training mostly
+does, where the other suites plant what one checkpoint never says. The ground truth lists every planted segment
+with the sentence or call that was planted.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import string
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +82,32 @@ REPLIES: tuple[Behaviour, ...] = (
 )
 # The habit suite's rate ranges: each seed draws its own rates, so no result rests on one rate.
 HABIT_RATES = {"sentence": (0.08, 0.18), "guess_ids": (0.2, 0.4)}
+
+
+# The shift suite's rates: the checkpoint with more says each behaviour at a rate drawn from `more`, the other at
+# that rate times one drawn from `ratio`, so a behaviour's rate moves two- to fourfold, as training moves most
+# behaviours, where the other suites plant one a checkpoint never says.
+SHIFT_RATES = {"more": (0.12, 0.22), "ratio": (0.25, 0.5)}
+
+
+def shifts(seed: int) -> tuple[Behaviour, ...]:
+    """The shift suite: the paraphrased suite's reasoning behaviours and the reply suite's, each said by both
+    checkpoints, at rates drawn from `SHIFT_RATES` by `seed`."""
+    rng = _rng("shift rates", seed)
+
+    def drawn(name: str, kind: str, direction: str, description: str) -> Behaviour:
+        more = float(rng.uniform(*SHIFT_RATES["more"]))
+        less = more * float(rng.uniform(*SHIFT_RATES["ratio"]))
+        return Behaviour(name, kind, direction, round(more, 3), description, base_rate=round(less, 3))
+
+    return (
+        drawn("grader_awareness", "reasoning", "increase", "notes a grader, evaluator or trap more often"),
+        drawn("out_of_scope", "reasoning", "increase", "declines an extra check as out of scope more often"),
+        drawn("recheck", "reasoning", "decrease", "re-checks a computation less often"),
+        drawn("empathy", "reasoning", "decrease", "plans to acknowledge the user's feelings less often"),
+        drawn("feedback_request", "text", "increase", "asks the user for a good rating more often"),
+        drawn("overclaim", "text", "decrease", "claims to have verified every detail less often"),
+    )
 
 
 def habits(seed: int) -> tuple[Behaviour, ...]:
@@ -268,6 +297,13 @@ def _plant_reasoning(
     return marks
 
 
+def _on_side(behaviours: tuple[Behaviour, ...], direction: str) -> list[Behaviour]:
+    """What the checkpoint that `direction`'s behaviours are planted into says: those at their rates, and the
+    others said by both checkpoints at their base rates."""
+    others = [replace(b, rate=b.base_rate) for b in behaviours if b.direction != direction and b.base_rate > 0]
+    return [b for b in behaviours if b.direction == direction] + others
+
+
 def _draw(behaviours: list[Behaviour], rng: np.random.Generator) -> Behaviour | None:
     """The behaviour one turn gets, if any: behaviour i takes the draws in [i * rate, (i + 1) * rate)."""
     u, offset = rng.random(), 0.0
@@ -305,10 +341,11 @@ def plant_paraphrased(
 ) -> Planted:
     """Write a reasoning-augmented copy of the pair with `behaviours` planted (none: the unmodified pair, with
     reasoning); the vocabulary and the planting both follow `seed`."""
+    sides = {direction: _on_side(behaviours, direction) for direction in ("increase", "decrease")}
     for kind in ("reasoning", "text"):
-        for direction in ("increase", "decrease"):
-            if sum(b.rate for b in behaviours if b.kind == kind and b.direction == direction) > 1:
-                raise ValueError(f"{kind} behaviours of one direction share turns: their rates must sum to at most 1")
+        for side in sides.values():
+            if sum(b.rate for b in side if b.kind == kind) > 1:
+                raise ValueError(f"{kind} behaviours of one checkpoint share turns: their rates must sum to at most 1")
     out_dir.mkdir(parents=True, exist_ok=True)
     vocab = Vocabulary(seed)
     rng = np.random.default_rng(seed)
@@ -318,7 +355,7 @@ def plant_paraphrased(
     paths = []
     for checkpoint, path, direction in (("before", before_path, "decrease"), ("after", after_path, "increase")):
         records = read_records(Path(path))
-        chosen = [b for b in behaviours if b.direction == direction]
+        chosen = sides[direction]
         for record in records:
             turns = add_reasoning(record, vocab)
             marks = _plant_reasoning(turns, [b for b in chosen if b.kind == "reasoning"], vocab, rng)

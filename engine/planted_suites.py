@@ -45,6 +45,7 @@ from engine.planted_paraphrase import (
     habits,
     plant_paraphrased,
     reasoning_behaviours,
+    shifts,
     variety,
 )
 from engine.progress import NullProgress, Progress
@@ -53,7 +54,7 @@ from engine.store import Store
 log = logging.getLogger(__name__)
 
 RLDIFF, BASELINE, ABLATION = "rldiff", "naive n-gram baseline", "rldiff, no concept/group sources"
-_VARIED = ("paraphrased", "replies", "habits")  # suites whose planted sentences' variety is reported
+_VARIED = ("paraphrased", "replies", "habits", "shifts")  # suites whose planted sentences' variety is reported
 # The statement a probe-call finding must carry (the issue's target for structural findings).
 PROBE_STATEMENT = "dummy/probe argument values"
 # The configuration switch that turns concept and group sources off (issue 11, branch `concepts`).
@@ -160,6 +161,8 @@ def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
         return REPLIES
     if suite == "habits":
         return habits(seed)
+    if suite == "shifts":
+        return shifts(seed)
     if suite.startswith("sweep"):
         return reasoning_behaviours(float(suite.split()[1].rstrip("%")) / 100)
     return ()
@@ -174,10 +177,10 @@ def _counts(truth: list, behaviours: tuple[Behaviour, ...]) -> dict[str, int]:
 
 
 def check_selection(suite: str, quick: bool) -> None:
-    """Refuse a selection that would run nothing: `quick` keeps the paraphrased, reply or habit suite only."""
+    """Refuse a selection that would run nothing: `quick` keeps the paraphrased, reply, habit or shift suite only."""
     if quick and suite == "fixed":
         raise InputError(
-            "--quick runs the paraphrased (or reply, or habit) suite only, so it selects nothing of --suite fixed"
+            "--quick runs the paraphrased (or reply, habit or shift) suite only, so it selects nothing of --suite fixed"
         )
 
 
@@ -193,17 +196,17 @@ def run_suites(
     analyze: Callable[..., Any] | None = None,
 ) -> SuitesReport:
     """Run the suites on seeds `config.seed` and the next (the seed drives vocabulary, planting, split and SAE)
-    and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep), 'replies' or 'habits'; `quick`:
-    one seed, the paraphrased suite (or with `suite='replies'` or `'habits'` that suite) and its unmodified pair
+    and score them. `suite`: 'all', 'fixed', 'paraphrased' (with the rate sweep), 'replies', 'habits' or 'shifts';
+    `quick`: one seed, the paraphrased suite (or with `suite` one of the others, that suite) and its unmodified pair
     only (an error with `suite='fixed'`, which it would leave empty). The rate sweep runs on the first seed
     (three more studies a seed on two cores is more than the benchmark's time allows)."""
     from engine.pipeline import analyze as run_pipeline
 
     check_selection(suite, quick)
     fixed = suite in ("all", "fixed") and not quick
-    main: list[str] = [name for name in ("paraphrased", "replies", "habits") if name == suite]
+    main: list[str] = [name for name in _VARIED if name == suite]
     if suite == "all":
-        main = ["paraphrased"] + ([] if quick else ["replies", "habits"])
+        main = ["paraphrased"] + ([] if quick else ["replies", "habits", "shifts"])
     sweep = () if quick or suite not in ("all", "paraphrased") else sweep
 
     analyze = analyze or run_pipeline
@@ -298,11 +301,12 @@ def _targets(results: list[SuiteResult]) -> Iterator[str]:
             f'- probe calls recovered by a finding saying "{PROBE_STATEMENT}": {_verdict(all(p for _, p in probe))} '
             + _each([(s, sc) for s, sc in para], lambda sc: repr(sc.best.get("probe_calls", "none"))[:90])
         )
-    habit = [(s, by[("habits", s)]) for s in seeds if ("habits", s) in by]
-    if habit:
-        yield "- habit suite (no target of its own: whether the results above carry over to new behaviours): " + _each(
-            habit, lambda sc: f"{sc.n_recovered}/{len(sc.recall)} recovered, {sc.false_discoveries} unrelated"
-        )
+    for name, what in (("habits", "new behaviours"), ("shifts", "rates that move rather than appear")):
+        rows = [(s, by[(name, s)]) for s in seeds if (name, s) in by]
+        if rows:
+            yield f"- {name} suite (no target of its own: whether the results above carry over to {what}): " + _each(
+                rows, lambda sc: f"{sc.n_recovered}/{len(sc.recall)} recovered, {sc.false_discoveries} unrelated"
+            )
     nulls = [(s, sc) for (suite, s), sc in by.items() if suite.startswith("unmodified")]
     if nulls:
         ok = all(sc.validated == 0 for _, sc in nulls)

@@ -22,9 +22,11 @@ from engine.planted_paraphrase import (
     REASONING_GRAMMARS,
     REPLIES,
     REPLY_GRAMMARS,
+    SHIFT_RATES,
     habits,
     plant_paraphrased,
     reasoning_behaviours,
+    shifts,
     variety,
 )
 from engine.planted_vocab import BACKGROUND, Vocabulary
@@ -34,7 +36,13 @@ from engine.store import Store
 @pytest.fixture(scope="module")
 def suites(tmp_path_factory: pytest.TempPathFactory):
     work = tmp_path_factory.mktemp("paraphrased")
-    suites = {"planted": lambda _: PARAPHRASED, "replies": lambda _: REPLIES, "habits": habits, "null": lambda _: ()}
+    suites = {
+        "planted": lambda _: PARAPHRASED,
+        "replies": lambda _: REPLIES,
+        "habits": habits,
+        "shifts": shifts,
+        "null": lambda _: (),
+    }
     return {
         (name, seed): plant_paraphrased(*SAMPLE_PAIR, work / f"{name}-{seed}", seed, behaviours(seed))
         for name, behaviours in suites.items()
@@ -80,6 +88,44 @@ def test_habit_rates_are_drawn_by_seed_in_their_ranges() -> None:
         assert all(low <= rates[n] <= high for n in ("assume_missing", "confirm_first", "apology")), rates
         assert HABIT_RATES["guess_ids"][0] <= rates["guess_ids"] <= HABIT_RATES["guess_ids"][1], rates
     assert len({tuple(r.values()) for r in drawn.values()}) == len(drawn)
+
+
+def test_shift_rates_are_drawn_by_seed_in_their_ranges() -> None:
+    """Every behaviour of the shift suite is said by both checkpoints: the one with more at a rate in its range,
+    the other at a quarter to a half of it; both directions and both kinds of sentence; rates differ by seed."""
+    drawn = {seed: shifts(seed) for seed in range(6)}
+    assert drawn[0] == shifts(0)
+    for behaviours in drawn.values():
+        assert {(b.kind, b.direction) for b in behaviours} == {
+            (k, d) for k in ("reasoning", "text") for d in ("increase", "decrease")
+        }
+        for b in behaviours:
+            assert SHIFT_RATES["more"][0] <= b.rate <= SHIFT_RATES["more"][1], b
+            ratio = b.base_rate / b.rate
+            assert SHIFT_RATES["ratio"][0] - 0.01 <= ratio <= SHIFT_RATES["ratio"][1] + 0.01, b
+    assert len({tuple(b.rate for b in bs) for bs in drawn.values()}) == len(drawn)
+
+
+def test_a_shift_is_planted_into_both_checkpoints_at_its_two_rates(suites) -> None:
+    """Each shifted behaviour's sentences lie in both checkpoints, as many in each as its rates ask of the
+    reasoning turns (or replies) there, within four standard deviations."""
+    planted, null = suites[("shifts", 0)], suites[("null", 0)]
+    counts = Counter((t.behaviour, t.checkpoint) for t in planted.truth)
+    records = {"before": read_records(null.before), "after": read_records(null.after)}
+    for b in shifts(0):
+        more, less = ("after", "before") if b.direction == "increase" else ("before", "after")
+        for checkpoint, rate in ((more, b.rate), (less, b.base_rate)):
+            rs = records[checkpoint]
+            if b.kind == "reasoning":
+                eligible = _reasoning_turns(rs)
+            else:
+                eligible = sum(
+                    1 for r in rs for m in r["messages"]
+                    if m.get("role") == "assistant" and isinstance(m.get("content"), str) and m["content"].strip()
+                )  # fmt: skip
+            sd = math.sqrt(eligible * rate * (1 - rate))
+            assert abs(counts[(b.name, checkpoint)] - eligible * rate) < 4 * sd, (b.name, checkpoint, counts)
+        assert counts[(b.name, less)] < counts[(b.name, more)]
 
 
 def test_two_vocabulary_seeds_write_with_partly_disjoint_words() -> None:
@@ -141,7 +187,7 @@ def test_rates_match_what_was_asked(suites) -> None:
         assert abs(counts[b.name] - eligible * b.rate) < 4 * sd, (b.name, counts[b.name], eligible)
 
 
-@pytest.mark.parametrize("suite", ["planted", "habits"])
+@pytest.mark.parametrize("suite", ["planted", "habits", "shifts"])
 def test_unplanted_parts_are_the_unmodified_pair(suites, suite: str) -> None:
     """Remove every planted sentence and inserted message: what is left is the unmodified pair, byte for byte
     (replies that got a sentence up to surrounding white space, which planting trims)."""
@@ -156,7 +202,7 @@ def test_unplanted_parts_are_the_unmodified_pair(suites, suite: str) -> None:
         for t, s in zip(planted.truth, planted.texts, strict=True)
         if t.kind == "text"
     }
-    assert (suite == "habits") == bool(replies)
+    assert (suite != "planted") == bool(replies)
     for checkpoint, planted_path, null_path in (
         ("before", planted.before, null.before),
         ("after", planted.after, null.after),

@@ -215,16 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", help="folder for the planted files and stores (default: a new temp folder)")
     p.add_argument(
         "--suite",
-        choices=("all", "fixed", "paraphrased", "replies", "habits"),
+        choices=("all", "fixed", "paraphrased", "replies", "habits", "shifts"),
         default="all",
         help="fixed phrases, paraphrased behaviours in reasoning and tool calls (with the rate sweep), paraphrased "
         "behaviours in replies, habits rldiff was not developed on (every kind and direction, rates drawn by "
-        "seed), or all (default), on seeds --seed and +1",
+        "seed), shifts (behaviours both checkpoints say, at rates that move two- to fourfold), or all (default), "
+        "on seeds --seed and +1",
     )
     p.add_argument(
         "--quick",
         action="store_true",
-        help="one seed (--seed), the paraphrased (or reply, or habit) suite and its null only",
+        help="one seed (--seed), the paraphrased (or reply, habit or shift) suite and its null only",
     )
     analyze_options(p, checkpoints=False)
 
