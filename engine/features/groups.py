@@ -2,8 +2,9 @@
 
 The pipeline's groups are contrastive (`find_contrastive_groups`, docs/concepts.md):
 1. Contrast: each sentence of one half of the discovery tasks gets a binomial z of the after-share of its
-   NEIGHBOURS nearest sentences of the other half against that half's mean (`contrast_z`); its own checkpoint
-   is never read. Sentences with |z| >= CONTRAST_Z are kept.
+   nearest sentences of the other half against that half's mean (`contrast_z`), read among each of SCALES
+   neighbours and the largest kept; its own checkpoint is never read. Sentences with |z| >= CONTRAST_Z are
+   kept.
    The halves then swap roles (cross-fitting), so every sentence of either half gets a z from the other.
 2. Cluster: the kept sentences of both halves, one sign at a time, projected on PCA_DIMS principal components,
    are clustered by hdbscan (CONTRAST_SELECTION; a single cluster allowed where it finds none otherwise). A
@@ -45,7 +46,12 @@ MERGE_OVERLAP = 0.5
 MERGE_SIMILARITY = 0.7  # 0.5 merged 76 groups into 3 on bench/groups.py: a concept bridges too much
 MERGE_CONCEPT_SHARE = 0.05  # only a specific concept (firing on at most this share of the sample) merges
 MAX_GROUP_SHARE = 0.2  # a "group" holding more than this share of the sample is no behaviour: dropped
-NEIGHBOURS = 15  # k of the nearest-neighbour view a sentence's contrast is read from
+NEIGHBOURS = 15  # k of the nearest-neighbour view a sentence's contrast is read from, by default
+# The neighbourhood sizes a sentence's contrast is read at, its largest |z| kept: 15 reaches CONTRAST_Z where a
+# behaviour is said in few sentences and (nearly) by one checkpoint only; a rate that moves rather than appears
+# cannot reach it among 15 (a fourfold shift, a fifth of the neighbours from the checkpoint with less: z = 2.3),
+# and among 30 it can (z = 3.3). Measured: docs/concepts.md, "Rates that move".
+SCALES = (15, 30)
 CONTRAST_Z = 3.0  # binomial z of a neighbourhood's after-share against the base rate that keeps a candidate
 # A row whose neighbourhood leans a group's way this much (the z the hypotheses stage calls a lean) but that
 # joined no group is left out of fitting that group's threshold: counted against the group, the behaviour's
@@ -241,8 +247,8 @@ def find_contrastive_groups(
     selection: Selection = CONTRAST_SELECTION,
 ) -> GroupModel:
     """Groups of sentences in neighbourhoods that one checkpoint fills: each row of one half whose nearest rows
-    of the other half come from after (or before) far more than the base rate (`contrast_z` >= CONTRAST_Z) is
-    kept (cross-fitted: `chooser` rows choose among `candidate` rows and the other way round), and the kept
+    of the other half (at any of SCALES) come from after (or before) far more than the base rate (`contrast_z`
+    >= CONTRAST_Z) is kept (cross-fitted: `chooser` rows choose among `candidate` rows and the other way round), and the kept
     rows of both halves are clustered together by hdbscan, one sign at a time. Chooser and candidate rows are
     disjoint (sentences of two halves of the tasks), so no member is picked by its own checkpoint label, nor
     by those of its half; the clustering reads no label.
@@ -255,7 +261,8 @@ def find_contrastive_groups(
     its way (LEAN_Z) in no group."""
     z = np.zeros(len(vectors))
     for choose, keep in ((chooser, candidate), (candidate, chooser)):
-        z[keep] = contrast_z(vectors, after_share, choose)[keep]
+        scales = np.stack([contrast_z(vectors, after_share, choose, k) for k in SCALES])
+        z[keep] = scales[np.abs(scales).argmax(axis=0), np.arange(len(vectors))][keep]
     members: list[np.ndarray] = []
     signs: list[float] = []
     kept = 0
