@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
+from engine.hypotheses import exemplars
 from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by, neighbouring
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
@@ -463,6 +464,29 @@ def test_stock_sentences_leaning_by_chance_are_not_the_behaviour_they_are_compar
     weight = np.where(owner < len(behaviour), 1.0, 8.0)  # the turns the stock sentences match: sampled quiet ones
     stray = _strays(matched, more, weight, np.eye(matched.shape[1]))
     assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
+
+
+def test_a_stock_sentence_strays_where_the_behaviour_is_said_by_both_checkpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An empathy labeler where both checkpoints plan empathy and the rate falls threefold (shift suite, seed
+    7919): fifteen empathy exemplars whose segments are seven in ten of the checkpoint with more, and a stock
+    sentence ("Anyway, I will wait for their answer.") matching 56 segments, 31 of them of that checkpoint,
+    against a little over a half overall. Its z against the others is 1.9, under MIN_Z, and the finding quoted
+    it; its segments are e^2.4 times likelier at no lean than at the others' share, so it strays, and no
+    empathy exemplar does, the smallest ones (two of three or four) included."""
+    behaviour = [(9, 6), (11, 7), (19, 13), (17, 12), (7, 5), (6, 4), (7, 5), (20, 14), (4, 3), (7, 5), (5, 4)]
+    behaviour += [(18, 12), (18, 13), (3, 2), (4, 2)]
+    stock = (56, 31)
+    quiet = (600, 300)  # matched by no exemplar
+    counts = [*behaviour, stock, quiet]
+    more = np.concatenate([np.arange(n) < k for n, k in counts])
+    owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
+    matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
+    vectors = np.eye(matched.shape[1])
+    assert _strays(matched, more, np.ones(more.size), vectors).tolist() == [False] * len(behaviour) + [True]
+    monkeypatch.setattr(exemplars, "NO_LEAN_NATS", np.inf)  # the z against the others alone
+    assert not _strays(matched, more, np.ones(more.size), vectors).any()
 
 
 def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:

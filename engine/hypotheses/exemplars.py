@@ -42,6 +42,9 @@ BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
 # Two labelers are one behaviour when each one's exemplars are nearer the other's centre than all but this share
 # of the other sentences of their kinds (`neighbouring`; measured gap: 2.2% within a behaviour, 9.5% between)
 NEIGHBOUR_SHARE = 0.05
+# An exemplar whose segments are this many nats likelier at the share of the checkpoint with more that all
+# segments have than at the share of the exemplars that lean more (`_no_lean_nats`; e^2, about 7 to 1) strays
+NO_LEAN_NATS = 2.0
 
 
 class Embedder(Protocol):
@@ -349,7 +352,14 @@ def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: 
     against 50% overall, were most of what each was compared with, and none strayed (paraphrased suite seed
     83: an empathy finding read 39% -> 27% of reasoning turns, its empathy sentences alone 12% -> 0%). Strays
     are removed one at a time, the most significant first (two-proportion z >= MIN_Z), and the others tested
-    again without it."""
+    again without it.
+
+    Where both checkpoints say the behaviour and its rate moves (threefold: its exemplars' segments about three
+    quarters of the checkpoint with more), a stock sentence's segments, at the half all segments have, are too
+    close to the others' share for that z: 56 of them stood at z = 2.0 and stayed, and an empathy finding
+    quoted "Anyway, I will wait for their answer." (shift suite, seed 7919). So an exemplar also strays when its
+    segments are likelier at the share all segments have than at the others' by NO_LEAN_NATS
+    (`_no_lean_nats`): many segments at no lean say so, a few say little either way and stay."""
     group = _same_sentence(vectors)
     grouped = np.stack([matched[:, group == g].any(axis=1) for g in range(group.max() + 1)], axis=1)
     return _stray_columns(grouped, more, weight)[group]
@@ -367,12 +377,13 @@ def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) ->
     leaning = shares > (weight * more).sum() / weight.sum()
     stray = np.zeros(matched.shape[1], dtype=bool)
     while (~stray).sum() > 1:
-        z = np.full(matched.shape[1], -np.inf)
+        score = np.full(matched.shape[1], -np.inf)  # each test's statistic over its bar: a stray at 1 or more
         for j in np.flatnonzero(~stray):
-            others = np.any(matched[:, ~stray & leaning & (shares > shares[j])], axis=1)
-            z[j] = _lean_z(matched[:, j], np.asarray(others), more, weight)
-        worst = int(np.argmax(z))
-        if z[worst] < MIN_Z:
+            others = np.asarray(np.any(matched[:, ~stray & leaning & (shares > shares[j])], axis=1))
+            z = _lean_z(matched[:, j], others, more, weight)
+            score[j] = max(z / MIN_Z, _no_lean_nats(matched[:, j], others, more, weight) / NO_LEAN_NATS)
+        worst = int(np.argmax(score))
+        if score[worst] < 1.0:
             break
         stray[worst] = True
     return stray
@@ -387,6 +398,20 @@ def _lean_z(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.n
     share = [(weight * more)[m].sum() / weight[m].sum() for m in (mine, others)]
     pooled = ((weight * more)[mine | others].sum() + 1) / (weight[mine | others].sum() + 2)
     return float((share[1] - share[0]) / np.sqrt(pooled * (1 - pooled) * (1 / n_mine + 1 / n_others)))
+
+
+def _no_lean_nats(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.ndarray) -> float:
+    """How many nats likelier `mine`'s segments are at the share of the `more` checkpoint all segments have than
+    at `others`' share (binomial log likelihood ratio on weighted shares, counts unweighted; others' share
+    +1/+2, so that a labeler whose others are all of one checkpoint does not make one segment of the other
+    infinitely unlikely)."""
+    n_mine, n_others = int(mine.sum()), int(others.sum())
+    if not n_mine or not n_others:
+        return -np.inf
+    base = (weight * more).sum() / weight.sum()
+    k = n_mine * (weight * more)[mine].sum() / weight[mine].sum()
+    p = (n_others * (weight * more)[others].sum() / weight[others].sum() + 1) / (n_others + 2)
+    return float(k * np.log(base / p) + (n_mine - k) * np.log((1 - base) / (1 - p)))
 
 
 def _bisect(vectors: np.ndarray) -> np.ndarray | None:
