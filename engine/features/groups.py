@@ -248,10 +248,10 @@ def find_contrastive_groups(
 ) -> GroupModel:
     """Groups of sentences in neighbourhoods that one checkpoint fills: each row of one half whose nearest rows
     of the other half (at any of SCALES) come from after (or before) far more than the base rate (`contrast_z`
-    >= CONTRAST_Z) is kept (cross-fitted: `chooser` rows choose among `candidate` rows and the other way round), and the kept
-    rows of both halves are clustered together by hdbscan, one sign at a time. Chooser and candidate rows are
-    disjoint (sentences of two halves of the tasks), so no member is picked by its own checkpoint label, nor
-    by those of its half; the clustering reads no label.
+    >= CONTRAST_Z) is kept (cross-fitted: `chooser` rows choose among `candidate` rows and the other way
+    round), and the kept rows of both halves are clustered together by hdbscan, one sign at a time. Chooser
+    and candidate rows are disjoint (sentences of two halves of the tasks), so no member is picked by its own
+    checkpoint label, nor by those of its half; the clustering reads no label.
 
     Clustering the halves together gives a behaviour all its kept sentences (one half alone holds about half,
     and a behaviour of some 40 discovery sentences then fell below hdbscan's reach). Where the kept rows of a
