@@ -42,8 +42,9 @@ BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
 # Two labelers are one behaviour when each one's exemplars are nearer the other's centre than all but this share
 # of the other sentences of their kinds (`neighbouring`; measured gap: 2.2% within a behaviour, 9.5% between)
 NEIGHBOUR_SHARE = 0.05
-# An exemplar whose segments are this many nats likelier at the share of the checkpoint with more that all
-# segments have than at the share of the exemplars that lean more (`_no_lean_nats`; e^2, about 7 to 1) strays
+# An exemplar whose own lean is not significant (z < MIN_Z against the share of the checkpoint with more that all
+# segments have) and whose segments are this many nats likelier at that share than at the share of the exemplars
+# that lean more (`_no_lean_nats`; e^2, about 7 to 1) strays
 NO_LEAN_NATS = 2.0
 
 
@@ -358,8 +359,11 @@ def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: 
     quarters of the checkpoint with more), a stock sentence's segments, at the half all segments have, are too
     close to the others' share for that z: 56 of them stood at z = 2.0 and stayed, and an empathy finding
     quoted "Anyway, I will wait for their answer." (shift suite, seed 7919). So an exemplar also strays when its
-    segments are likelier at the share all segments have than at the others' by NO_LEAN_NATS
-    (`_no_lean_nats`): many segments at no lean say so, a few say little either way and stay."""
+    own lean is not significant (`_base_z` < MIN_Z) and its segments are likelier at the share all segments
+    have than at the others' by NO_LEAN_NATS (`_no_lean_nats`): many segments at no lean say so, a few say
+    little either way and stay. A wording that leans significantly on its own stays, though less than the
+    others: it is the behaviour where its rate moves less (the tau2 sample's requests for confirmation, 131
+    turns at 71% against 62%, beside the "clear yes" wordings that lean most)."""
     group = _same_sentence(vectors)
     grouped = np.stack([matched[:, group == g].any(axis=1) for g in range(group.max() + 1)], axis=1)
     return _stray_columns(grouped, more, weight)[group]
@@ -380,8 +384,9 @@ def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) ->
         score = np.full(matched.shape[1], -np.inf)  # each test's statistic over its bar: a stray at 1 or more
         for j in np.flatnonzero(~stray):
             others = np.asarray(np.any(matched[:, ~stray & leaning & (shares > shares[j])], axis=1))
-            z = _lean_z(matched[:, j], others, more, weight)
-            score[j] = max(z / MIN_Z, _no_lean_nats(matched[:, j], others, more, weight) / NO_LEAN_NATS)
+            score[j] = _lean_z(matched[:, j], others, more, weight) / MIN_Z
+            if _base_z(matched[:, j], more, weight) < MIN_Z:
+                score[j] = max(score[j], _no_lean_nats(matched[:, j], others, more, weight) / NO_LEAN_NATS)
         worst = int(np.argmax(score))
         if score[worst] < 1.0:
             break
@@ -398,6 +403,16 @@ def _lean_z(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.n
     share = [(weight * more)[m].sum() / weight[m].sum() for m in (mine, others)]
     pooled = ((weight * more)[mine | others].sum() + 1) / (weight[mine | others].sum() + 2)
     return float((share[1] - share[0]) / np.sqrt(pooled * (1 - pooled) * (1 / n_mine + 1 / n_others)))
+
+
+def _base_z(mine: np.ndarray, more: np.ndarray, weight: np.ndarray) -> float:
+    """How far `mine`'s segments lean to the `more` checkpoint beyond the share all segments have (binomial z
+    on weighted shares, counts unweighted)."""
+    base = (weight * more).sum() / weight.sum()
+    if not 0.0 < base < 1.0:  # every segment of one checkpoint: nothing to lean against
+        return np.inf
+    share = (weight * more)[mine].sum() / weight[mine].sum()
+    return float((share - base) / np.sqrt(base * (1 - base) / int(mine.sum())))
 
 
 def _no_lean_nats(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.ndarray) -> float:
