@@ -301,10 +301,10 @@ def _targets(results: list[SuiteResult]) -> Iterator[str]:
             f'- probe calls recovered by a finding saying "{PROBE_STATEMENT}": {_verdict(all(p for _, p in probe))} '
             + _each([(s, sc) for s, sc in para], lambda sc: repr(sc.best.get("probe_calls", "none"))[:90])
         )
-    for name, what in (("habits", "new behaviours"), ("shifts", "rates that move rather than appear")):
+    for name, title, what in (("habits", "habit", "new behaviours"), ("shifts", "shift", "rates that move")):
         rows = [(s, by[(name, s)]) for s in seeds if (name, s) in by]
         if rows:
-            yield f"- {name} suite (no target of its own: whether the results above carry over to {what}): " + _each(
+            yield f"- {title} suite (no target of its own: whether the results above carry over to {what}): " + _each(
                 rows, lambda sc: f"{sc.n_recovered}/{len(sc.recall)} recovered, {sc.false_discoveries} unrelated"
             )
     nulls = [(s, sc) for (suite, s), sc in by.items() if suite.startswith("unmodified")]

@@ -59,9 +59,14 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
             {"assume_missing", "confirm_first", "apology", "guess_ids"},
             {"assume_missing", "confirm_first", "apology"},
         ),
+        (
+            "shifts",
+            {"grader_awareness", "out_of_scope", "recheck", "empathy", "feedback_request", "overclaim"},
+            {"grader_awareness", "out_of_scope", "recheck", "empathy", "feedback_request", "overclaim"},
+        ),
     ],
 )
-def test_the_reply_and_habit_suites_run_with_their_null(
+def test_the_reply_habit_and_shift_suites_run_with_their_null(
     tmp_path: Path, suite: str, behaviours: set[str], sentences: set[str]
 ) -> None:
     split_only = partial(analyze, until="split")
@@ -75,7 +80,8 @@ def test_the_reply_and_habit_suites_run_with_their_null(
     lines = list(report_lines(report))
     assert any(x.startswith(f"| {suite} | 0 | rldiff | 0/{len(behaviours)} | 0 |") for x in lines)
     assert any(x.startswith("- habit suite") for x in lines) == (suite == "habits")
-    again = rescore(tmp_path / "work")  # the seed's own habit rates found again
+    assert any(x.startswith("- shift suite") for x in lines) == (suite == "shifts")
+    again = rescore(tmp_path / "work")  # the seed's own habit and shift rates found again
     assert [asdict(r) for r in again.results] == [asdict(r) for r in report.results]
 
 
