@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
-from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft
+from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft, extractive_drafts
 from engine.hypotheses.exemplars import exemplar_texts, similar_nodes
 from engine.hypotheses.merge import (
     _another_wording,
@@ -1381,3 +1381,23 @@ def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monk
     assert one.provenance["merged"] == [] and [e["statement"] for e in one.provenance["side_effects"]] == [
         other.statement
     ]
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_concept_on_two_behaviours_that_both_grew_drafts_each(tmp_path) -> None:
+    """A concept (a cluster of two) fires on two behaviours, both new in the after checkpoint: re-checking a sum
+    and declining a check as out of scope. Its carriers part into the two, and each is drafted with a labeler of
+    its own; keeping only the one that separated more lost the other (the tau2 sample: a question for the trip
+    type, cities and dates, dropped for itinerary lines such as "- Origin: LAX" of the same cluster). The single
+    draft (`extractive_draft`) is the one that separates more."""
+    discovery = two_behaviours(tmp_path, RECHECK, OUT_OF_SCOPE)
+    recheck = fires_where(discovery, "reasoning", "|".join(re.escape(s) for s in RECHECK))
+    scope = fires_where(discovery, "reasoning", "|".join(re.escape(s) for s in OUT_OF_SCOPE))
+    concept = source("reasoning", ("concept:3", "concept:4"), ("concept", "concept"))
+    drafts = extractive_drafts(concept, recheck | scope, discovery)
+    assert len(drafts) == 2 and {d.direction for d in drafts} == {"increase"}
+    by_quote = {d.spec["all"][1]["similar_to"]["exemplars"][0] in RECHECK: d for d in drafts}
+    for behaviour, draft in ((recheck, by_quote[True]), (scope, by_quote[False])):
+        assert draft.hits >= behaviour and len(draft.hits & behaviour) >= 0.85 * len(draft.hits)
+    best = extractive_draft(concept, recheck | scope, discovery)
+    assert best is not None and best.score == max(d.score for d in drafts)

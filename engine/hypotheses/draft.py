@@ -43,7 +43,16 @@ from engine.llm.templates import render
 from engine.store.queries import ngram_list
 from engine.text import ngram_regex
 
-__all__ = ["MIN_Z", "DiscoverySplit", "Draft", "draft_all", "draft_request", "explanation_requests", "extractive_draft"]
+__all__ = [
+    "MIN_Z",
+    "DiscoverySplit",
+    "Draft",
+    "draft_all",
+    "draft_request",
+    "explanation_requests",
+    "extractive_draft",
+    "extractive_drafts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +83,15 @@ def _kind_node(kinds: tuple[str, ...]) -> dict[str, Any]:
     return {"kind": list(kinds) if len(kinds) > 1 else kinds[0]}
 
 
+def extractive_drafts(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> list[Draft]:
+    """The offline drafts of a source: one for each distinct behaviour a concept or group feature fires on that
+    separates the discovery checkpoints in its direction (`_concept_drafts`), else `extractive_draft`'s one."""
+    if source.origin == "concept":
+        return _concept_drafts(source, fires, discovery)
+    draft = extractive_draft(source, fires, discovery)
+    return [] if draft is None else [draft]
+
+
 def extractive_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
     """An offline, verifier-labelled hypothesis that names the source's behaviour, or None when its labeler
     does not separate the discovery checkpoints: structural features as rates (a cluster whose strongest
@@ -82,7 +100,7 @@ def extractive_draft(source: DraftSource, fires: set[int], discovery: DiscoveryS
     phrase."""
     tools = [n.removeprefix("tool:") for n in source.names if n.startswith("tool:")]
     if source.origin == "concept":
-        return _concept_draft(source, fires, discovery)
+        return _most_separating(_concept_drafts(source, fires, discovery))
     if source.origin == "structural" and len(tools) < len(source.names):
         drafted = _structural_draft(source, discovery)
         if drafted is not None or set(source.origins) == {"structural"}:
@@ -171,15 +189,21 @@ def _kinds_firing(kinds: tuple[str, ...], name: str, discovery: DiscoverySplit) 
     return tuple(k for k in kinds if k in fired)
 
 
-def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> Draft | None:
+def _most_separating(drafts: list[Draft]) -> Draft | None:
+    """The draft that best separates the discovery checkpoints (highest z), None of none."""
+    return max(drafts, key=lambda d: d.score, default=None)
+
+
+def _concept_drafts(source: DraftSource, fires: set[int], discovery: DiscoverySplit) -> list[Draft]:
     """Exemplar sentences and threshold fitted to where the source fires on discovery (`fit_exemplars`,
     quiet segments sampled evenly); the statement quotes the first exemplar (the carriers' medoid) and the
     words that set apart the source's example sentences its labeler counts (a concept's examples can hold
     another behaviour's sentences: small planted seed 17's grader-awareness finding named "disappointment,
     grader, auto, explain", from the planted empathy of the other checkpoint). Where the source fires on
-    distinct behaviours (a phrase two of them share), one draft is made for each, and the one that best
-    separates the discovery checkpoints in the source's direction is kept: a finding names one behaviour, and a
-    labeler of two would join both their drafts into one finding (`merge`). Exemplars are fitted knowing which
+    distinct behaviours (a phrase two of them share, a cluster of two concepts), one draft is made for each,
+    and each that separates the discovery checkpoints in the source's direction is kept: a finding names one
+    behaviour (a labeler of two would join both their drafts into one finding, `merge`), and the behaviour
+    that separates less may still be a change of its own. Exemplars are fitted knowing which
     sampled segments are of the checkpoint the source has more of, so that a stock sentence among the carriers
     is dropped."""
     index, segs = discovery.index(source.kinds)
@@ -196,7 +220,7 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
     more = (index.is_after if source.delta > 0 else ~index.is_after)[rows]
     parts = fit_exemplars(pairs, in_sample, positives, embedder, discovery.splitter, negative_weight=step, more=more)
     if not parts:
-        return None
+        return []
     negatives = [u for us, fired in zip(units, in_sample, strict=True) if not fired for u in us]
     # each example sentence speaks for the part whose exemplars it is most like, if that part's labeler counts it
     vectors = embedder.embed(positives)
@@ -213,7 +237,7 @@ def _concept_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpl
         )
         for i, chosen in enumerate(parts)
     ]
-    return max((d for d in drafts if d is not None), key=lambda d: d.score, default=None)
+    return [d for d in drafts if d is not None]
 
 
 def _exemplar_draft(
@@ -256,7 +280,7 @@ def _phrase_or_its_sentences(source: DraftSource, fires: set[int], discovery: Di
     }
     sentences = [u for units in carried.values() for u in units]
     carrying = {int(index.segment_ids[row]) for row, units in carried.items() if units}
-    worded = _concept_draft(source, carrying, discovery.with_examples(lambda _ids: sentences))
+    worded = _most_separating(_concept_drafts(source, carrying, discovery.with_examples(lambda _ids: sentences)))
     if worded is None or (phrase is not None and worded.score <= phrase.score):
         return phrase
     return replace(worded, provenance={**worded.provenance, "from_phrase": gram})
@@ -411,7 +435,8 @@ def draft_all(
     session: LLMSession | None,
     rng: np.random.Generator,
 ) -> list[Draft]:
-    """One draft per source (LLM when a session is given, falling back to extractive), then merged."""
+    """One draft per source (LLM when a session is given, falling back to extractive: one for each distinct
+    behaviour a concept source fires on), then merged."""
     drafts: list[Draft] = []
     answers: list[Any] = [None] * len(sources)
     requests = []
@@ -429,9 +454,7 @@ def draft_all(
             )
         elif answer is not None:
             log.warning("LLM drafting failed for %s (%s); drafting extractively", source.title, answer.reason)
-        draft = draft or extractive_draft(source, fires(source), discovery)
-        if draft is not None:
-            drafts.append(draft)
+        drafts.extend([draft] if draft is not None else extractive_drafts(source, fires(source), discovery))
     return merge_near_duplicates(drafts, discovery)
 
 
