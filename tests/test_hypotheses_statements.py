@@ -1401,3 +1401,31 @@ def test_a_concept_on_two_behaviours_that_both_grew_drafts_each(tmp_path) -> Non
         assert draft.hits >= behaviour and len(draft.hits & behaviour) >= 0.85 * len(draft.hits)
     best = extractive_draft(concept, recheck | scope, discovery)
     assert best is not None and best.score == max(d.score for d in drafts)
+
+
+@pytest.mark.slow  # loads MiniLM
+def test_a_concept_on_every_kind_drafts_what_each_kind_says(tmp_path) -> None:
+    """A concept's rollout-level row (every kind of segment) fires on re-checking sentences in the after
+    checkpoint's reasoning and on gift card balances listed in replies of both checkpoints, sentences about money
+    that MiniLM places together. Its carriers part by kind first: the re-checking is drafted on reasoning turns,
+    its labeler counting the re-checking turns and no reply (a small planted study's finding quoted a gift card
+    line and counted re-checking, 31% of its held-out positives); the gift card lines, as common before, draft
+    nothing."""
+    balances = [f"- Gift card gift_card_{7000 + 13 * i}: ${40 + 17 * i}" for i in range(8)]
+
+    def text(after: bool, i: int) -> str:
+        return f"{PLAIN(after, i)} {balances[i // 2 % 8]}." if i % 2 == 0 else PLAIN(after, i)
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {RECHECK[i // 3 % 8]}" if after and i % 3 == 0 else THINK(after, i)
+
+    plain = population(text, reasoning, lambda a, i: [])
+    minilm_population = replace(plain, embedder=minilm(tmp_path))
+    discovery = DiscoverySplit(minilm_population, splitter=split_on_periods)
+    recheck = fires_where(discovery, "reasoning", "|".join(re.escape(s) for s in RECHECK))
+    gift = fires_where(discovery, "text", "Gift card")
+    concept = DraftSource(("reasoning", "text", "tool_call"), (1,), ("concept:3",), ("concept:3",), 0.3, 0.001,
+                          0.1, 0.4, origins=("concept",))  # fmt: skip
+    drafts = extractive_drafts(concept, recheck | gift, discovery)
+    assert len(drafts) == 1 and drafts[0].kinds == ("reasoning",)
+    assert drafts[0].hits == recheck and drafts[0].statement.startswith("More reasoning turns like")

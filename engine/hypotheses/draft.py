@@ -243,14 +243,15 @@ def _concept_drafts(source: DraftSource, fires: set[int], discovery: DiscoverySp
 def _exemplar_draft(
     source: DraftSource, discovery: DiscoverySplit, chosen: Exemplars, words: list[str], extra: dict[str, Any]
 ) -> Draft | None:
-    """The draft whose labeler is `chosen` and whose statement quotes its first exemplar and `words`."""
+    """The draft whose labeler is `chosen` and whose statement quotes its first exemplar and `words`, on the kinds
+    of segment its exemplars were said in."""
     more = source.delta > 0
     return _finish(
         source,
         discovery,
-        {"all": [_kind_node(source.kinds), chosen.node()]},
-        source.kinds,
-        lambda rates, n: f"{concept_statement(more, source.kinds, chosen.texts[0], n, words)}: {rates}",
+        {"all": [_kind_node(chosen.kinds), chosen.node()]},
+        chosen.kinds,
+        lambda rates, n: f"{concept_statement(more, chosen.kinds, chosen.texts[0], n, words)}: {rates}",
         {"exemplar_f1": chosen.f1, "words": words, **extra},
     )
 

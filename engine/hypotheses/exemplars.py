@@ -19,6 +19,7 @@ from scipy.sparse.csgraph import connected_components
 
 from engine.errors import InputError
 from engine.hypotheses.ngrams import MIN_Z
+from engine.kinds import SEGMENT_KINDS
 from engine.text import ngrams
 
 if TYPE_CHECKING:
@@ -157,11 +158,13 @@ class SentenceMatcher:
 
 @dataclass(frozen=True)
 class Exemplars:
-    """Exemplar sentences and the threshold chosen for them, with the F1 it reached on discovery."""
+    """Exemplar sentences and the threshold chosen for them, with the F1 it reached on discovery, and the kinds of
+    segment their carriers were said in."""
 
     texts: list[str]
     min_similarity: float
     f1: float
+    kinds: tuple[str, ...]
 
     def node(self) -> dict[str, object]:
         return {"similar_to": {"exemplars": self.texts, "min_similarity": round(self.min_similarity, 3)}}
@@ -180,8 +183,9 @@ def fit_exemplars(
     """Exemplars and threshold fitted to a feature's own firing on discovery segments (`fires`, parallel to
     `segments`, as (kind, text)), one set per distinct behaviour it fires on, the most carried first. Each
     firing segment's *carrier* is its sentence closest to the feature's `seeds` (its strongest example
-    sentences). The carriers are bisected while the halves are distinct behaviours (`_Carriers.parts`: a phrase
-    two behaviours share, a latent firing on both); each part's exemplars are then up to `k` of its carriers
+    sentences). The carriers are parted by the kind of segment they were said in, and bisected while the halves
+    are distinct behaviours (`_Carriers.parts`: a phrase two behaviours share, a latent firing on both); each
+    part's exemplars are then up to `k` of its carriers
     chosen to cover them (greedy facility location: each pick adds most to the carriers' similarity to their
     nearest exemplar; the one most carriers are nearest to first, as statements quote it), and the threshold
     is the one whose segment labels best agree (F1) with the feature's firing on the part's segments against
@@ -229,6 +233,7 @@ class _Carriers:
         self.vectors = embedder.embed(self.unique) if texts else np.zeros((0, 1), np.float32)
         self.index = np.array([row[t] for t in texts], dtype=int)
         self.n, self.k, self.negative_weight = len(units), k, negative_weight
+        self.kind = np.array([kind for kind, _ in segments], dtype=object)
         self.quiet, self.more = ~fires, more
         self.weight = np.where(self.quiet, negative_weight, 1.0)  # a sampled quiet segment stands for several
         quiet_units = self.index[self.quiet[self.owner]]
@@ -252,12 +257,12 @@ class _Carriers:
             self.belongs[firing] = self.pool[nearest]
 
     def parts(self) -> list[np.ndarray]:
-        """The pooled carriers split into distinct behaviours: a part of at least 2 * MIN_PART carriers is
-        bisected (`_bisect`), and the halves, each of at least MIN_PART, stand apart when their sentences are
-        on average no more alike than the more typical half's are to the quiet segments' sentences
-        (`distinct_behaviours`): two behaviours that share a phrase, or a behaviour and the ordinary sentences
-        its source also fires on."""
-        done, todo = [], [self.pool]
+        """The pooled carriers split into distinct behaviours: first by the kind of segment each was said in
+        (`_by_kind`), then a part of at least 2 * MIN_PART carriers is bisected (`_bisect`), and the halves,
+        each of at least MIN_PART, stand apart when their sentences are on average no more alike than the more
+        typical half's are to the quiet segments' sentences (`distinct_behaviours`): two behaviours that share
+        a phrase, or a behaviour and the ordinary sentences its source also fires on."""
+        done, todo = [], self._by_kind()
         while todo:
             rows = todo.pop()
             side = _bisect(self.vectors[rows]) if rows.size >= 2 * MIN_PART else None
@@ -267,6 +272,18 @@ class _Carriers:
             else:
                 done.append(rows)
         return done
+
+    def _by_kind(self) -> list[np.ndarray]:
+        """The pooled carriers by the kind of segment they were drawn from; a kind with fewer than MIN_PART of
+        them stays with the kind that has most. A source on every kind (a rollout-level row) fires on what each
+        kind says: on a small planted study one concept fired on re-checking sentences in reasoning and on gift
+        card balances listed in replies, and its finding, "More segments like '- Gift Card (ID: ..., balance:
+        $274)'", counted re-checking (all of it; 31% of its held-out positives) under a quote of the other."""
+        kinds = self.kind[[self.first[int(t)] for t in self.pool]]
+        sizes = {k: int((kinds == k).sum()) for k in dict.fromkeys(kinds)}
+        largest = max(sizes, key=lambda k: sizes[k])
+        own = [k for k in sizes if sizes[k] >= MIN_PART and k != largest]
+        return [self.pool[~np.isin(kinds, own)], *(self.pool[kinds == k] for k in own)]
 
     def _apart(self, a: np.ndarray, b: np.ndarray) -> bool:
         return self.quiet_mean is not None and distinct_behaviours(self.vectors[a], self.vectors[b], self.quiet_mean)
@@ -307,7 +324,9 @@ class _Carriers:
             strayed[rows[~own[closest]]] = True
             chosen = chosen[own]
             threshold, f1, matched = self._threshold(chosen, positive & ~strayed, strayed)
-        found = Exemplars([self.unique[i] for i in chosen], threshold, f1) if f1 > 0.0 else None
+        said = set(self.kind[[self.first[int(t)] for t in part]])
+        kinds = tuple(k for k in SEGMENT_KINDS if k in said)
+        found = Exemplars([self.unique[i] for i in chosen], threshold, f1, kinds) if f1 > 0.0 else None
         return _Fit(found, int(positive.sum()))
 
     def _threshold(
