@@ -10,6 +10,7 @@ import polars as pl
 
 from bench.calibration import SCENARIOS, simulate
 from engine.deltas import ANY, compute_deltas
+from engine.deltas.ranking import exploratory_order
 from engine.progress import NullProgress
 
 
@@ -48,3 +49,16 @@ def test_rollout_rows_are_adjusted_for_their_own_exposure():
     assert rows.height >= 60
     assert abs(rows["delta"].mean()) < 0.04, rows["delta"].mean()
     assert (rows["p_value"] < 0.05).sum() <= 6
+
+
+def test_a_study_where_nothing_can_be_tested_still_has_every_statistic_column():
+    """One shared task (the tau2 grok-3-mini reasoning file: `rldiff check-null` split it and the exploratory
+    ranking failed on a missing "ci_low"): no row can reach significance, none is tested, and the table still
+    has the statistics, null, for every reader."""
+    data, _, _ = simulate(dataclasses.replace(SCENARIOS["clean"], n_tasks=1, per_cell=2), np.random.default_rng(0))
+    tables = compute_deltas(data, np.random.default_rng(1), n_permutations=199, fdr=0.05, progress=NullProgress())
+    deltas = tables.deltas
+    assert deltas.height and not deltas["tested"].any()
+    for column in ("ci_low", "ci_high", "p_value", "q_value", "reward_assoc_before", "reward_assoc_after"):
+        assert deltas[column].null_count() == deltas.height
+    assert exploratory_order(deltas.filter(pl.col("tested")), 10).height == 0

@@ -260,3 +260,20 @@ def test_a_hypothesis_on_a_kind_the_split_lacks_gets_a_clear_error(sample_study_
         with pytest.raises(InputError, match="no segment of the kinds its labeler reads"):
             lifecycle.test_hypothesis(store, hid)
         assert store.scalar("SELECT count(*) FROM hypothesis_labels WHERE hypothesis_id = ?", [hid]) == 0
+
+
+def test_a_study_with_nothing_held_out_drafts_nothing_and_says_why(study, caplog) -> None:
+    """A study whose split holds out no rollout (the tau2 grok-3-mini file's A/A split: one shared task, one
+    rollout a side, and a lone rollout stays in discovery) cannot test a hypothesis: the stage drafts none and
+    says so, where it failed on loading the held-out split ("run `rldiff analyze` first")."""
+    store, _ = study
+    run_stage(store)
+    assert store.scalar("SELECT count(*) FROM hypotheses") == 2
+    store.execute("UPDATE rollouts SET split = ?", [DISCOVERY])
+    store.execute("DELETE FROM runs WHERE stage = 'hypotheses'")  # as a new split would: the stage runs again
+    assert run_stage(store) == 0
+    assert store.scalar("SELECT count(*) FROM hypotheses") == 0
+    assert "no hypothesis can be tested" in caplog.text
+    metrics = store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses' ORDER BY run_id DESC LIMIT 1")
+    metrics = json.loads(metrics)
+    assert metrics["skipped"] == stage.NOTHING_HELD_OUT

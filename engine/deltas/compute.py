@@ -26,6 +26,9 @@ MAX_PERMUTATION_FACTOR = 100
 # Columns of dense rollout x feature blocks held at once outside the permutation test.
 FEATURE_CHUNK = 2048
 
+# The statistics of a tested row: null on an untested one, and present when no row could be tested (a study of one
+# task), so that every reader of the table finds them.
+STATISTICS = ("ci_low", "ci_high", "p_value", "q_value", "reward_assoc_before", "reward_assoc_after")
 SKIP_NO_SEGMENTS = "no segments of this kind in one checkpoint"
 SKIP_UNATTAINABLE = "cannot reach significance at this size"
 
@@ -220,6 +223,7 @@ def compute_deltas(
             table = table.with_columns(pl.coalesce("effect", "delta").alias("delta")).drop("effect")
         frames.append(table)
     deltas = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    deltas = deltas.with_columns(pl.lit(None, pl.Float64).alias(c) for c in STATISTICS if c not in deltas.columns)
     task_frames = [f for f in task_frames if f.height]
     task_deltas = pl.concat(task_frames, how="vertical_relaxed") if task_frames else pl.DataFrame()
     skipped = deltas.filter(~pl.col("tested")).group_by("skip_reason").len() if deltas.height else None

@@ -71,6 +71,13 @@ class Population:
         return r["rollout_key"].to_numpy(), (r["checkpoint"] == self.after).to_numpy(), task, reward
 
 
+def split_size(store: Store, before: str, after: str, split: Split) -> int:
+    """How many rollouts of the two checkpoints `split` (held-out or discovery) holds."""
+    return int(
+        store.scalar("SELECT count(*) FROM rollouts WHERE split = ? AND checkpoint IN (?, ?)", [split, before, after])
+    )
+
+
 def load_population(store: Store, before: str, after: str, split: Split) -> Population:
     """Rollouts and segments of `split` (held-out or discovery) for the two checkpoints."""
     rollouts = store.frame(
@@ -79,7 +86,10 @@ def load_population(store: Store, before: str, after: str, split: Split) -> Popu
         [split, before, after],
     )
     if rollouts.height == 0:
-        raise InputError(f"{store.path}: no {split} rollouts for {before!r} and {after!r}; run `rldiff analyze` first")
+        raise InputError(
+            f"{store.path}: no {split} rollouts for {before!r} and {after!r}: run `rldiff analyze` first, or, where "
+            "it ran, the split held none out (a task's only rollout of a checkpoint stays in discovery)"
+        )
     segments = store.frame(
         "SELECT s.segment_id, s.rollout_key, s.message_index, s.kind, s.text, s.tool_name, s.tool_args, "
         "r.checkpoint, r.task_id, "

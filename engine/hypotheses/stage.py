@@ -36,7 +36,7 @@ from engine.hypotheses.lifecycle import (
     revalidate,
 )
 from engine.hypotheses.merge import drop_repeats
-from engine.hypotheses.population import Population, load_population
+from engine.hypotheses.population import Population, load_population, split_size
 from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
 from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
@@ -52,6 +52,11 @@ log = logging.getLogger(__name__)
 
 UPSTREAM = ("split", "features", "deltas", "clusters")
 EXPLAINED_FEATURES = 30
+NOTHING_HELD_OUT = (
+    "no rollout of the compared checkpoints is held out (a task's only rollout of a checkpoint stays in "
+    "discovery, and --holdout 0 holds none out), so no hypothesis can be tested and none is drafted; the deltas "
+    "and the exploratory ranking stand"
+)
 
 
 def _input_hash(store: Store) -> str:
@@ -78,6 +83,12 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         log.info("hypotheses: up to date")
         return 0
     with record_run(store, STAGE, stage_config, input_hash, config.seed) as record:
+        if not split_size(store, *config.checkpoints, HELDOUT):
+            with store.transaction():
+                testing.keep_only(store, _kept(store)["hypothesis_id"].to_list())
+            log.warning("hypotheses: %s", NOTHING_HELD_OUT)
+            record.metrics = {"skipped": NOTHING_HELD_OUT}
+            return 0
         too_slow = 0
         session = open_session(store, config)
         discovery = DiscoverySplit(
@@ -112,11 +123,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
                         log.warning("draft %r not tested: %s", draft.statement[:80], exc)
                         too_slow += 1
                     advance(1)
-        kept = store.frame(
-            "SELECT hypothesis_id, labeler, spec, provenance FROM hypotheses h WHERE origin = 'user' "
-            "OR decision IS NOT NULL OR note IS NOT NULL "
-            "OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
-        )
+        kept = _kept(store)
         relabelled, slow = [], {}
         for r in kept.iter_rows(named=True):
             if r["labeler"] == "verifier" or session is not None:
@@ -159,6 +166,15 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             **(session.meter.summary() if session else {}),
         }
         return len(labelled)
+
+
+def _kept(store: Store) -> pl.DataFrame:
+    """The hypotheses a re-run keeps: the user's own, and those with a decision, a note or user labels."""
+    return store.frame(
+        "SELECT hypothesis_id, labeler, spec, provenance FROM hypotheses h WHERE origin = 'user' "
+        "OR decision IS NOT NULL OR note IS NOT NULL "
+        "OR EXISTS (SELECT 1 FROM user_labels u WHERE u.hypothesis_id = h.hypothesis_id)"
+    )
 
 
 def _draft_fold(
