@@ -185,15 +185,14 @@ def fit_exemplars(
     firing segment's *carrier* is its sentence closest to the feature's `seeds` (its strongest example
     sentences). The carriers are parted by the kind of segment they were said in, and bisected while the halves
     are distinct behaviours (`_Carriers.parts`: a phrase two behaviours share, a latent firing on both); each
-    part's exemplars are then up to `k` of its carriers
-    chosen to cover them (greedy facility location: each pick adds most to the carriers' similarity to their
-    nearest exemplar; the one most carriers are nearest to first, as statements quote it), and the threshold
-    is the one whose segment labels best agree (F1) with the feature's firing on the part's segments against
-    the quiet ones (the other parts' are not scored), an exemplar not scored against the segment it was drawn
-    from (its copies elsewhere are). Quiet segments may be a sample, each standing for `negative_weight`
-    segments. With `more` (parallel to `segments`: of the checkpoint the feature's change claims more of),
-    exemplars that stray from the change are dropped and the threshold fitted again (`_strays`), until none
-    strays at the threshold the labeler keeps.
+    part's exemplars are then up to `k` of its carriers chosen to cover them (greedy facility location: each
+    pick adds most to the carriers' similarity to their nearest exemplar; the one most carriers are nearest to
+    first, as statements quote it), and the threshold is the one whose segment labels best agree (F1) with the
+    feature's firing on the part's segments against the quiet ones (the other parts' are not scored), an
+    exemplar not scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be
+    a sample, each standing for `negative_weight` segments. With `more` (parallel to `segments`: of the
+    checkpoint the feature's change claims more of), exemplars that stray from the change are dropped and the
+    threshold fitted again (`_strays`), until none strays at the threshold the labeler keeps.
     The threshold is at least MIN_CHOSEN_SIMILARITY. Empty when fewer than two carriers or nothing matches."""
     seeds = [t for t in dict.fromkeys(seeds) if t.strip()]
     if not seeds or not fires.any():
@@ -233,7 +232,6 @@ class _Carriers:
         self.vectors = embedder.embed(self.unique) if texts else np.zeros((0, 1), np.float32)
         self.index = np.array([row[t] for t in texts], dtype=int)
         self.n, self.k, self.negative_weight = len(units), k, negative_weight
-        self.kind = np.array([kind for kind, _ in segments], dtype=object)
         self.quiet, self.more = ~fires, more
         self.weight = np.where(self.quiet, negative_weight, 1.0)  # a sampled quiet segment stands for several
         quiet_units = self.index[self.quiet[self.owner]]
@@ -248,6 +246,7 @@ class _Carriers:
             if len(self.unique[carrier[seg]]) <= MAX_EXEMPLAR_CHARS:
                 self.first.setdefault(int(carrier[seg]), int(seg))
         self.pool = np.array(list(self.first), dtype=int)
+        self.said_in = {text: segments[seg][0] for text, seg in self.first.items()}  # pooled carrier -> its kind
         # Every firing segment belongs to a pooled carrier: its own, else (a carrier too long to quote) the most
         # similar one.
         self.belongs = np.full(len(units), -1)
@@ -279,7 +278,7 @@ class _Carriers:
         kind says: on a small planted study one concept fired on re-checking sentences in reasoning and on gift
         card balances listed in replies, and its finding, "More segments like '- Gift Card (ID: ..., balance:
         $274)'", counted re-checking (all of it; 31% of its held-out positives) under a quote of the other."""
-        kinds = self.kind[[self.first[int(t)] for t in self.pool]]
+        kinds = np.array([self.said_in[int(t)] for t in self.pool], dtype=object)
         sizes = {k: int((kinds == k).sum()) for k in dict.fromkeys(kinds)}
         largest = max(sizes, key=lambda k: sizes[k])
         own = [k for k in sizes if sizes[k] >= MIN_PART and k != largest]
@@ -324,7 +323,7 @@ class _Carriers:
             strayed[rows[~own[closest]]] = True
             chosen = chosen[own]
             threshold, f1, matched = self._threshold(chosen, positive & ~strayed, strayed)
-        said = set(self.kind[[self.first[int(t)] for t in part]])
+        said = {self.said_in[int(t)] for t in part}
         kinds = tuple(k for k in SEGMENT_KINDS if k in said)
         found = Exemplars([self.unique[i] for i in chosen], threshold, f1, kinds) if f1 > 0.0 else None
         return _Fit(found, int(positive.sum()))
