@@ -217,23 +217,33 @@ def best_threshold(similarity: np.ndarray, members: np.ndarray, unscored: np.nda
     return max(FLOOR, float(similarity[order[best]]))
 
 
-def contrast_z(vectors: np.ndarray, after_share: np.ndarray, chooser: np.ndarray, k: int = NEIGHBOURS) -> np.ndarray:
-    """Per row, a binomial z of how far the after-share of its `k` nearest chooser rows (cosine, itself left
-    out) lies from the chooser rows' mean: positive in neighbourhoods the after checkpoint fills, negative
-    in those it leaves. `after_share`: each sentence's share of occurrences in the after checkpoint."""
+def contrast_z(
+    vectors: np.ndarray, after_share: np.ndarray, chooser: np.ndarray, scales: tuple[int, ...] = (NEIGHBOURS,)
+) -> np.ndarray:
+    """Per row, a binomial z of how far the after-share of its nearest chooser rows (cosine, itself left out)
+    lies from the chooser rows' mean, read among each of `scales` nearest and the largest |z| kept (the first
+    on a tie): positive in neighbourhoods the after checkpoint fills, negative in those it leaves. One
+    neighbour search serves every scale. `after_share`: each sentence's share of occurrences in the after
+    checkpoint."""
     pool = np.flatnonzero(chooser)
-    k = min(k, pool.size - 1)
-    if k < 1:
+    ks = [k for k in (min(k, pool.size - 1) for k in scales) if k >= 1]
+    if not ks:
         return np.zeros(len(vectors))
     base = float(after_share[pool].mean())
-    spread = np.sqrt(max(base * (1 - base), 1e-6) / k)
+    widest = max(ks)
     z = np.empty(len(vectors))
     for start in range(0, len(vectors), 1024):
         sims = vectors[start : start + 1024] @ vectors[pool].T
         own = np.flatnonzero((pool >= start) & (pool < start + 1024))
         sims[pool[own] - start, own] = -np.inf  # a row is not its own neighbour
-        nearest = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        z[start : start + 1024] = (after_share[pool[nearest]].mean(axis=1) - base) / spread
+        nearest = np.argpartition(-sims, widest - 1, axis=1)[:, :widest]
+        nearest = np.take_along_axis(nearest, np.argsort(-np.take_along_axis(sims, nearest, axis=1), axis=1), axis=1)
+        shares = after_share[pool[nearest]]
+        best = np.zeros(len(shares))
+        for i, k in enumerate(ks):
+            at_k = (shares[:, :k].mean(axis=1) - base) / np.sqrt(max(base * (1 - base), 1e-6) / k)
+            best = at_k if i == 0 else np.where(np.abs(at_k) > np.abs(best), at_k, best)
+        z[start : start + 1024] = best
     return z
 
 
@@ -261,8 +271,7 @@ def find_contrastive_groups(
     its way (LEAN_Z) in no group."""
     z = np.zeros(len(vectors))
     for choose, keep in ((chooser, candidate), (candidate, chooser)):
-        scales = np.stack([contrast_z(vectors, after_share, choose, k) for k in SCALES])
-        z[keep] = scales[np.abs(scales).argmax(axis=0), np.arange(len(vectors))][keep]
+        z[keep] = contrast_z(vectors, after_share, choose, SCALES)[keep]
     members: list[np.ndarray] = []
     signs: list[float] = []
     kept = 0
