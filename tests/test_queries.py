@@ -168,6 +168,35 @@ def test_hypotheses_filters_examples_and_label_candidates(cur: duckdb.DuckDBPyCo
     ) - len(labelled_by_user)
 
 
+def test_examples_come_from_different_rollouts(wcur: duckdb.DuckDBPyConnection) -> None:
+    """A labeler's first positives by segment id are one rollout's turns; the examples shown are taken one per
+    rollout while there are rollouts left (a fixed pseudo-random draw), so they show what was counted across the
+    study."""
+    wcur.execute("DELETE FROM hypothesis_labels; DELETE FROM user_labels; DELETE FROM hypotheses")
+    [checkpoint] = wcur.execute("SELECT checkpoint FROM checkpoints ORDER BY ordinal LIMIT 1").fetchone()
+    busy, *others = [
+        r[0]
+        for r in wcur.execute(
+            "SELECT s.rollout_key FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoint = ? "
+            "GROUP BY 1 HAVING count(*) >= 6 ORDER BY min(s.segment_id) LIMIT 4",
+            [checkpoint],
+        ).fetchall()
+    ]
+    first = "SELECT segment_id FROM segments WHERE rollout_key = ? ORDER BY segment_id LIMIT 6"
+    positives = [r[0] for r in wcur.execute(first, [busy]).fetchall()]  # the busy rollout's turns come first
+    last = "SELECT max(segment_id) FROM segments WHERE rollout_key = ?"
+    positives += [wcur.execute(last, [key]).fetchone()[0] for key in others]  # one turn of each other rollout
+    hid = writes.add_user_hypothesis(wcur, "h", "increase", "verifier", {"regex": "x"})
+    wcur.executemany("INSERT INTO hypothesis_labels VALUES (?, ?, true, NULL, 1.0)", [[hid, p] for p in positives])
+    shown = queries.hypothesis_examples(wcur, hid, per_checkpoint=4)
+    assert {e.segment.segment_id for e in shown} <= set(positives)
+    assert len({e.segment.rollout_key for e in shown}) == 4
+    assert [e.segment.segment_id for e in shown] == [
+        e.segment.segment_id for e in queries.hypothesis_examples(wcur, hid, 4)
+    ]
+    assert len(queries.hypothesis_examples(wcur, hid, per_checkpoint=8)) == 8  # then more of each rollout's
+
+
 def test_a_finding_decided_by_a_broader_ones_evidence_is_listed_beneath_it(wcur: duckdb.DuckDBPyConnection) -> None:
     """Evidence is the same when it lies in one sentence of the segment (two overlapping spans of it) or one
     evidence string holds the other; other sentences of the same turns are not the same evidence."""

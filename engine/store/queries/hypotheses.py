@@ -169,17 +169,21 @@ class HypothesisExample:
 
 
 def hypothesis_examples(con: Connection, hypothesis_id: int, per_checkpoint: int = 3) -> list[HypothesisExample]:
-    """Held-out segments the labeler marked positive, a few from each checkpoint."""
+    """Held-out segments the labeler marked positive, a few from each checkpoint: a fixed pseudo-random sample
+    of them, each from another rollout while there are rollouts left, so that what is shown is what the
+    labeler counted across the study, not the first turns of the first rollout (two of a tau2 finding's
+    examples were one conversation's)."""
     return [
         HypothesisExample(segment=segment_ref(r), evidence=r["evidence"], split=r["split"])
         for r in fetch_dicts(
             con,
-            f"SELECT {SEGMENT_REF_COLUMNS}, l.evidence, r.split, c.ordinal FROM hypothesis_labels l "
-            "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
-            "JOIN checkpoints c ON c.checkpoint = r.checkpoint "
-            "WHERE l.hypothesis_id = ? AND l.label "
-            "QUALIFY row_number() OVER (PARTITION BY r.checkpoint ORDER BY s.segment_id) <= ? "
-            "ORDER BY c.ordinal, s.segment_id",
+            f"SELECT * EXCLUDE (draw, nth) FROM (SELECT {SEGMENT_REF_COLUMNS}, l.evidence, r.split, c.ordinal, "
+            "hash(s.segment_id, l.hypothesis_id) AS draw, "
+            "row_number() OVER (PARTITION BY r.rollout_key ORDER BY hash(s.segment_id, l.hypothesis_id)) AS nth "
+            "FROM hypothesis_labels l JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
+            "JOIN checkpoints c ON c.checkpoint = r.checkpoint WHERE l.hypothesis_id = ? AND l.label) "
+            "QUALIFY row_number() OVER (PARTITION BY checkpoint ORDER BY nth, draw) <= ? "
+            "ORDER BY ordinal, nth, draw",
             [hypothesis_id, per_checkpoint],
         )
     ]
