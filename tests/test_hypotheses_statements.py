@@ -18,19 +18,17 @@ from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft, ext
 from engine.hypotheses.exemplars import exemplar_texts, similar_nodes
 from engine.hypotheses.merge import (
     _another_wording,
-    _behaviours,
-    _each_exemplar_once,
-    _in_own_words,
     _merge_pass,
     _narrowed,
     _neighbours,
     _one_per_quote,
-    _quoting_the_most,
     _same_quote,
     drop_repeats,
     merge_near_duplicates,
 )
+from engine.hypotheses.parting import each_exemplar_once, parted
 from engine.hypotheses.population import Population
+from engine.hypotheses.relabel import in_own_words, quoting_the_most
 from engine.hypotheses.sources import DraftSource
 from engine.hypotheses.statements import distinctive_words, phrase_is_behaviour
 from engine.kinds import DISCOVERY, SEGMENT_KINDS
@@ -781,7 +779,7 @@ def test_a_finding_is_named_by_its_own_sentences_words_not_by_another_behaviour_
         return f"{THINK(after, i)} {(grader, ledger)[i % 2]}." if after else THINK(after, i)
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
-    named = _in_own_words(exemplar_draft(discovery, grader, 0.9), discovery)
+    named = in_own_words(exemplar_draft(discovery, grader, 0.9), discovery)
     assert named.provenance["words"] == ["answer", "checks", "grader", "twice"]
     assert "(a similar sentence in 30 discovery reasoning turns; words: answer, checks, grader, twice)" in (
         named.statement
@@ -842,7 +840,7 @@ def test_a_labeler_of_two_behaviours_is_parted_into_a_finding_for_each() -> None
     "Safe travels!"), each said far more after: two findings, each labelled, quoted and worded by its own
     sentence, each naming the other as parted from the same labeler; the first keeps what the draft absorbed."""
     discovery, draft = gentle_and_refund(refund_before=False)
-    gentle, refund = (_in_own_words(part, discovery) for part in _behaviours(draft, discovery))
+    gentle, refund = (in_own_words(part, discovery) for part in parted(draft, discovery))
     assert [exemplar_texts(similar_nodes(d.spec)) for d in (gentle, refund)] == [[f"{GENTLE}."], [f"{REFUND}."]]
     assert gentle.hits | refund.hits == draft.hits and not gentle.hits & refund.hits
     assert gentle.statement.startswith(f'More reasoning turns like "{GENTLE}."')
@@ -855,7 +853,7 @@ def test_a_labeler_holding_a_sentence_both_checkpoints_say_is_narrowed_to_its_be
     """When the second sentence alone shows no change (both checkpoints say it), the labeler keeps the first,
     which separates the checkpoints better without it; the dropped sentence is named in its provenance."""
     discovery, draft = gentle_and_refund(refund_before=True)
-    [narrowed] = _behaviours(draft, discovery)
+    [narrowed] = parted(draft, discovery)
     assert exemplar_texts(similar_nodes(narrowed.spec)) == [f"{GENTLE}."] and narrowed.score > draft.score
     assert narrowed.provenance["other_behaviour"] == [f"{REFUND}."] and "apart" not in narrowed.provenance
     assert "(a similar sentence in 15 discovery reasoning turns" in narrowed.statement
@@ -915,15 +913,15 @@ def test_a_joined_labeler_quotes_the_wording_that_carries_its_change() -> None:
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     draft = joined_draft(discovery, grader, ledger)
-    quoted = _quoting_the_most(draft, discovery)
+    quoted = quoting_the_most(draft, discovery)
     assert quoted_exemplars(quoted) == [[f"{ledger}."], [f"{grader}."]]
     assert quoted.statement.startswith(f'More reasoning turns like "{ledger}."') and quoted.hits == draft.hits
-    assert _quoting_the_most(joined_draft(discovery, ledger, grader), discovery).statement.startswith(
+    assert quoting_the_most(joined_draft(discovery, ledger, grader), discovery).statement.startswith(
         f'More reasoning turns like "{ledger}."'
     )
     even = DiscoverySplit(population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 2]}." if a else
                                      THINK(a, i), lambda a, i: []), splitter=split_on_periods)  # fmt: skip
-    assert _quoting_the_most(joined_draft(even, ledger, grader), even).statement.startswith(
+    assert quoting_the_most(joined_draft(even, ledger, grader), even).statement.startswith(
         f'More reasoning turns like "{ledger}."'
     )
 
@@ -967,13 +965,13 @@ def test_a_broad_labeler_drops_what_both_checkpoints_say_and_quotes_what_grew() 
     assert narrowed.provenance["narrowed"] == [f"{policy}."] and narrowed.score > draft.score
     assert narrowed.spec["all"][1] == {"similar_to": {"exemplars": [f"{grader}."], "min_similarity": 0.75}}
     assert narrowed.hits < draft.hits
-    quoted = _in_own_words(_quoting_the_most(narrowed, discovery), discovery)
+    quoted = in_own_words(quoting_the_most(narrowed, discovery), discovery)
     assert quoted.statement.startswith(f'More reasoning turns like "{grader}."')
     assert quoted.provenance["words"] == ["answer", "checks", "grader"] and "words: answer, checks, grader" in (
         quoted.statement
     )
     assert quoted.statement.endswith(": 0% -> 40% of reasoning turns (0% -> 40% of rollouts)")
-    assert _in_own_words(_narrowed(joined_draft(discovery, grader, policy), discovery), discovery) == quoted
+    assert in_own_words(_narrowed(joined_draft(discovery, grader, policy), discovery), discovery) == quoted
     both = DiscoverySplit(population(PLAIN, lambda a, i: f"{THINK(a, i)} {(grader, ledger)[i % 2]}." if a else
                                      THINK(a, i), lambda a, i: []), splitter=split_on_periods)  # fmt: skip
     assert (
@@ -1071,7 +1069,7 @@ def test_sentences_another_finding_counts_leave_a_labeler_of_another_behaviour(
     both, skipping = draft(RECOMPUTE + held), draft(SKIPPING)
     rechecking = set(segs.filter(pl.col("text").str.contains("recompute"))["segment_id"].to_list())
     assert both.hits > rechecking
-    narrowed, kept = _each_exemplar_once([both, skipping], discovery)
+    narrowed, kept = each_exemplar_once([both, skipping], discovery)
     assert narrowed.spec["all"][1]["similar_to"]["exemplars"] == [f"{t}." for t in RECOMPUTE]
     assert narrowed.hits == rechecking and narrowed.provenance["counted_elsewhere"] == [f"{t}." for t in held]
     assert "in 20 discovery reasoning turns" in narrowed.statement
@@ -1106,7 +1104,7 @@ def test_a_labeler_whose_change_is_another_findings_sentences_is_counted_there()
     rechecking = draft(RECOMPUTE, ("reasoning",))
     both = draft([*closings, *(f"{t} later" for t in RECOMPUTE)], SEGMENT_KINDS)
     assert both.score >= 2 and both.hits > rechecking.hits
-    [kept] = _each_exemplar_once([rechecking, both], discovery)
+    [kept] = each_exemplar_once([rechecking, both], discovery)
     assert kept is rechecking and [m["statement"] for m in kept.provenance["merged"]] == [both.statement]
 
 
@@ -1334,7 +1332,7 @@ def test_a_labeler_holding_a_few_sentences_of_another_behaviour_does_not_take_it
     both behaviours (half its held-out positives each). The exemplars the draft's labeler does not match are
     grader awareness, unrelated to out-of-scope (MiniLM), so the draft stays a finding of its own; two labelers
     of out-of-scope in different words are still joined. The merge's pass, which decides joins: the drafts'
-    positives here are set by hand, and the step after it (`_each_exemplar_once`) relabels them."""
+    positives here are set by hand, and the step after it (`each_exemplar_once`) relabels them."""
     discovery = two_behaviours(tmp_path, GRADER_AWARE, OUT_OF_SCOPE)
     grader = reasoning_draft(GRADER_AWARE + OUT_OF_SCOPE[:3], range(0, 40, 2), 0.3)
     scope = reasoning_draft(OUT_OF_SCOPE[3:], range(1, 40, 2), 0.4)
@@ -1372,7 +1370,7 @@ def test_two_labelers_that_meet_on_a_sentence_both_hold_share_its_behaviour(monk
     kept = draft([f"{WORDINGS[1]}.", f"{WORDINGS[0]}.", *elsewhere], lambda i: i % 8 in (0, 1))
     shared = draft([f"{WORDINGS[0]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
     other = draft([f"{WORDINGS[3]}.", "The seat map is not part of the task."], lambda i: i % 8 == 0)
-    # one pass of the merge: after it, the kept labeler of two behaviours is parted (`_behaviours`)
+    # one pass of the merge: after it, the kept labeler of two behaviours is parted (`parted`)
     [one] = _merge_pass([kept, shared], discovery)
     assert [m["statement"] for m in one.provenance["merged"]] == [shared.statement]
     # matched through other sentences, it is no wording of the kept one (here its change lies wholly in the

@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from engine.hypotheses.absorbed import absorbed
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.equal_length import about_length
 from engine.hypotheses.length import BINNED_KINDS
-from engine.hypotheses.merge import absorbed, turn_length
+from engine.hypotheses.merge import turn_length
 from engine.hypotheses.validate import Claim, validate
 
 LONGER = "changed with turn length only ({})"

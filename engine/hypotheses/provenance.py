@@ -62,13 +62,13 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         elsewhere = p["counted_elsewhere"]
         first = line(elsewhere[0], QUOTE_CHARS)
         parts.append(f"{len(elsewhere)} exemplar(s) another finding counts dropped from the labeler: “{first}”")
-    if p.get("other_behaviour"):  # exemplars of a behaviour that alone shows no change, dropped (merge._behaviours)
+    if p.get("other_behaviour"):  # exemplars of a behaviour that alone shows no change, dropped (parting.parted)
         dropped = p["other_behaviour"]
         first = line(dropped[0], QUOTE_CHARS)
         parts.append(
             f"{len(dropped)} exemplar(s) of another behaviour, no change alone, dropped from the labeler: “{first}”"
         )
-    if p.get("apart"):  # behaviours its source's labeler also counted, each a finding of its own (merge._behaviours)
+    if p.get("apart"):  # behaviours its source's labeler also counted, each a finding of its own (parting.parted)
         parts.append("parted from the same labeler: " + ", ".join(f"“{line(q, QUOTE_CHARS)}”" for q in p["apart"]))
     if p.get("other_fold"):  # cross-fitting: the other fold drafted the same behaviour (engine.hypotheses.merge)
         parts.append("drafted on both folds, tested once")
