@@ -15,9 +15,10 @@ import polars as pl
 import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
-from engine.hypotheses import exemplars
-from engine.hypotheses.exemplars import _strays, best_f1_threshold, fit_exemplars, matched_by, neighbouring
+from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars, matched_by
+from engine.hypotheses.geometry import neighbouring
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
+from engine.hypotheses.strays import strays
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
 from engine.kinds import HELDOUT
 
@@ -395,7 +396,7 @@ def test_several_stock_exemplars_do_not_hide_one_another() -> None:
     more = np.concatenate([np.arange(n) < k for n, k in counts])
     owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
     matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
-    stray = _strays(matched, more, np.ones(more.size), np.eye(matched.shape[1]))  # fifteen distinct sentences
+    stray = strays(matched, more, np.ones(more.size), np.eye(matched.shape[1]))  # fifteen distinct sentences
     assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
 
 
@@ -462,7 +463,7 @@ def test_stock_sentences_leaning_by_chance_are_not_the_behaviour_they_are_compar
     owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
     matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
     weight = np.where(owner < len(behaviour), 1.0, 8.0)  # the turns the stock sentences match: sampled quiet ones
-    stray = _strays(matched, more, weight, np.eye(matched.shape[1]))
+    stray = strays(matched, more, weight, np.eye(matched.shape[1]))
     assert stray.tolist() == [False] * len(behaviour) + [True] * len(stock)
 
 
@@ -484,9 +485,9 @@ def test_a_stock_sentence_strays_where_the_behaviour_is_said_by_both_checkpoints
     owner = np.repeat(np.arange(len(counts)), [n for n, _ in counts])
     matched = owner[:, None] == np.arange(len(counts) - 1)[None, :]
     vectors = np.eye(matched.shape[1])
-    assert _strays(matched, more, np.ones(more.size), vectors).tolist() == [False] * len(behaviour) + [True]
-    monkeypatch.setattr(exemplars, "NO_LEAN_NATS", np.inf)  # the z against the others alone
-    assert not _strays(matched, more, np.ones(more.size), vectors).any()
+    assert strays(matched, more, np.ones(more.size), vectors).tolist() == [False] * len(behaviour) + [True]
+    monkeypatch.setattr("engine.hypotheses.strays.NO_LEAN_NATS", np.inf)  # the z against the others alone
+    assert not strays(matched, more, np.ones(more.size), vectors).any()
 
 
 def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:
@@ -504,7 +505,7 @@ def test_wordings_of_one_stock_sentence_are_tested_as_one() -> None:
     wordings[:5, :5] = np.eye(5)
     wordings[5:, 5] = 0.9**0.5
     wordings[5:, 6:] = np.eye(9) * 0.1**0.5  # each wording: cosine 0.9 with the others
-    assert _strays(matched, more, np.ones(more.size), wordings).tolist() == [False] * 5 + [True] * 9
+    assert strays(matched, more, np.ones(more.size), wordings).tolist() == [False] * 5 + [True] * 9
 
 
 @pytest.mark.slow  # loads MiniLM

@@ -122,7 +122,7 @@ class DiscoverySplit:
     def ordinary_sentence(self, kinds: tuple[str, ...]) -> np.ndarray:
         """The mean embedding row of every sentence of the discovery segments of `kinds` (`sentences`, each as
         often as it is said): what ordinary text of these kinds is like, against which two behaviours are told
-        apart (`exemplars.nearer_unrelated`, in `merge._holds_another`). Memoised."""
+        apart (`geometry.nearer_unrelated`, in `merge._holds_another`). Memoised."""
         if kinds not in self._ordinary:
             vectors, counts = self.sentences(kinds)
             self._ordinary[kinds] = counts @ vectors / counts.sum()

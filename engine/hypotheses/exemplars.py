@@ -3,7 +3,9 @@
 A verifier node `{"similar_to": {"exemplars": ["...", ...], "min_similarity": 0.71}}` holds texts, never vectors:
 the study's sentence embedder embeds them, and its cache keeps each text's vector. Labelling a population splits
 every segment into sentences and embeds all of them in one batch (`SentenceMatcher`), not one call per segment.
-Tool calls stay one unit. `fit_exemplars` fits exemplars and the threshold to a feature's firing on discovery.
+Tool calls stay one unit. `fit_exemplars` fits exemplars and the threshold to a feature's firing on discovery,
+with `engine.hypotheses.strays` (exemplars that stray from the change) and `engine.hypotheses.geometry` (whether
+sets of sentences are one behaviour or two).
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
 
 from engine.errors import InputError
-from engine.hypotheses.ngrams import MIN_Z
+from engine.hypotheses.geometry import bisect, distinct_behaviours
+from engine.hypotheses.strays import strays
 from engine.kinds import SEGMENT_KINDS
 from engine.text import ngrams
 
@@ -31,7 +33,6 @@ MAX_EXEMPLARS = 16  # a labeler is a few representative sentences; more is a vec
 MAX_EXEMPLAR_CHARS = 500  # about two sentences: a longer exemplar's embedding averages several ideas
 DEFAULT_MIN_SIMILARITY = 0.7  # MiniLM cosine at which paraphrases of one sentence usually still meet
 MIN_CHOSEN_SIMILARITY = 0.3  # a fitted threshold is never below this: it would match most text
-SAME_SENTENCE = 0.8  # MiniLM cosine of one sentence's wordings (openers, verbs); paraphrases sit at 0.4-0.6
 SENTENCE_KINDS = ("text", "reasoning")  # split into sentences; other kinds (tool calls) are one unit
 # Segments whose units are memoised: both splits of a large study (the demo has about 2,500 segments); a
 # longer-lived process (TUI, MCP) evicts the least recently used.
@@ -39,14 +40,6 @@ UNITS_CACHE = 1 << 16
 UNIT_NGRAMS_CACHE = 1 << 14  # units whose n-grams are memoised (the demo has 6,355 distinct; a few KB each)
 MATCHED_BY = 3  # exemplars besides the quoted one named as what a labeler's positives are like
 MIN_PART = 5  # carriers a part needs to stand as a behaviour of its own (a behaviour said at least this often)
-BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
-# Two labelers are one behaviour when each one's exemplars are nearer the other's centre than all but this share
-# of the other sentences of their kinds (`neighbouring`; measured gap: 2.2% within a behaviour, 9.5% between)
-NEIGHBOUR_SHARE = 0.05
-# An exemplar whose own lean is not significant (z < MIN_Z against the share of the checkpoint with more that all
-# segments have) and whose segments are this many nats likelier at that share than at the share of the exemplars
-# that lean more (`_no_lean_nats`; e^2, about 7 to 1) strays
-NO_LEAN_NATS = 2.0
 
 
 class Embedder(Protocol):
@@ -192,7 +185,7 @@ def fit_exemplars(
     exemplar not scored against the segment it was drawn from (its copies elsewhere are). Quiet segments may be
     a sample, each standing for `negative_weight` segments. With `more` (parallel to `segments`: of the
     checkpoint the feature's change claims more of), exemplars that stray from the change are dropped and the
-    threshold fitted again (`_strays`), until none strays at the threshold the labeler keeps.
+    threshold fitted again (`strays`), until none strays at the threshold the labeler keeps.
     The threshold is at least MIN_CHOSEN_SIMILARITY. Empty when fewer than two carriers or nothing matches."""
     seeds = [t for t in dict.fromkeys(seeds) if t.strip()]
     if not seeds or not fires.any():
@@ -257,14 +250,14 @@ class _Carriers:
 
     def parts(self) -> list[np.ndarray]:
         """The pooled carriers split into distinct behaviours: first by the kind of segment each was said in
-        (`_by_kind`), then a part of at least 2 * MIN_PART carriers is bisected (`_bisect`), and the halves,
+        (`_by_kind`), then a part of at least 2 * MIN_PART carriers is bisected (`bisect`), and the halves,
         each of at least MIN_PART, stand apart when their sentences are on average no more alike than the more
         typical half's are to the quiet segments' sentences (`distinct_behaviours`): two behaviours that share
         a phrase, or a behaviour and the ordinary sentences its source also fires on."""
         done, todo = [], self._by_kind()
         while todo:
             rows = todo.pop()
-            side = _bisect(self.vectors[rows]) if rows.size >= 2 * MIN_PART else None
+            side = bisect(self.vectors[rows]) if rows.size >= 2 * MIN_PART else None
             halves = (rows[~side], rows[side]) if side is not None else ()
             if halves and min(h.size for h in halves) >= MIN_PART and self._apart(*halves):
                 todo.extend(halves)
@@ -313,7 +306,7 @@ class _Carriers:
             closest = (self.vectors[self.belongs[rows]] @ self.vectors[chosen].T).argmax(axis=1)
             carried = np.zeros_like(matched)
             carried[rows, closest] = True
-            own = ~_strays(matched | carried, self.more, self.weight, self.vectors[chosen])
+            own = ~strays(matched | carried, self.more, self.weight, self.vectors[chosen])
             if own.all() or not own.any():
                 break
             # The segments a stray carries are what the labeler must not count: fitted as positives they would
@@ -350,179 +343,6 @@ class _Carriers:
         return threshold, f1, sims >= threshold
 
 
-def _strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: np.ndarray) -> np.ndarray:
-    """Exemplars (columns of `matched`, segments by exemplars; their normalised `vectors` as rows) whose matched
-    segments are of the checkpoint the change claims more of (`more`) significantly less often than the other
-    exemplars' are: a stock sentence both checkpoints say, or another behaviour, among a behaviour's carriers,
-    which would make the labeler fire on every turn that says it. Shares are weighted by `weight` (a sampled
-    quiet segment stands for several).
-
-    Wordings of one sentence (cosine >= SAME_SENTENCE, transitively) are tested and dropped as one: each
-    compared with the others, its near-copies among them, stood out from nothing (habit suite seed 0: nine
-    wordings of "payment must come from the profile", said alike by both checkpoints, stayed nine of a
-    labeler's sixteen exemplars beside sentences that assume a missing payment method, and the finding quoted
-    the stock sentence). Paraphrases of a behaviour are further apart (MiniLM 0.4-0.6) and stay apart.
-
-    The others are those that lean with the change (a higher share than all segments have) more than the
-    exemplar does: a stock sentence carries none of the change, so it says nothing of the behaviour's share,
-    and a third of a latent's carriers being prices listed in both checkpoints must not make the behaviour's
-    own sentences look like the norm. Nor may stock sentences that lean a little by chance be each other's
-    norm: at a low threshold three matching 94 to 217 turns, 52-55% of them of the checkpoint with more
-    against 50% overall, were most of what each was compared with, and none strayed (paraphrased suite seed
-    83: an empathy finding read 39% -> 27% of reasoning turns, its empathy sentences alone 12% -> 0%). Strays
-    are removed one at a time, the most significant first (two-proportion z >= MIN_Z), and the others tested
-    again without it.
-
-    Where both checkpoints say the behaviour and its rate moves (threefold: its exemplars' segments about three
-    quarters of the checkpoint with more), a stock sentence's segments, at the half all segments have, are too
-    close to the others' share for that z: 56 of them stood just under z = 2 and stayed, and an empathy finding
-    quoted "Anyway, I will wait for their answer." (shift suite, seed 7919). So an exemplar also strays when its
-    own lean is not significant (`_base_z` < MIN_Z) and its segments are likelier at the share all segments
-    have than at the others' by NO_LEAN_NATS (`_no_lean_nats`): many segments at no lean say so, a few say
-    little either way and stay. A wording that leans significantly on its own stays, though less than the
-    others: it is the behaviour where its rate moves less (the tau2 sample's requests for confirmation, 131
-    turns at 71% against 62%, beside the "clear yes" wordings that lean most)."""
-    group = _same_sentence(vectors)
-    grouped = np.stack([matched[:, group == g].any(axis=1) for g in range(group.max() + 1)], axis=1)
-    return _stray_columns(grouped, more, weight)[group]
-
-
-def _same_sentence(vectors: np.ndarray) -> np.ndarray:
-    """A group number per row of normalised `vectors`: rows at cosine >= SAME_SENTENCE, transitively, share
-    one (connected components); groups numbered from 0 in order of their first row."""
-    return connected_components(vectors @ vectors.T >= SAME_SENTENCE, directed=False)[1]
-
-
-def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """`_strays` over columns as they are (each an exemplar or a group of them)."""
-    shares = np.array([(weight * more)[m].sum() / max(weight[m].sum(), 1e-12) for m in matched.T])
-    base = (weight * more).sum() / weight.sum()
-    leaning = shares > base
-    stray = np.zeros(matched.shape[1], dtype=bool)
-    while (~stray).sum() > 1:
-        score = np.full(matched.shape[1], -np.inf)  # each test's statistic over its bar: a stray at 1 or more
-        for j in np.flatnonzero(~stray):
-            others = np.asarray(np.any(matched[:, ~stray & leaning & (shares > shares[j])], axis=1))
-            score[j] = _lean_z(matched[:, j], others, more, weight) / MIN_Z
-            if _base_z(matched[:, j], shares[j], base) < MIN_Z:
-                score[j] = max(score[j], _no_lean_nats(matched[:, j], others, more, weight, base) / NO_LEAN_NATS)
-        worst = int(np.argmax(score))
-        if score[worst] < 1.0:
-            break
-        stray[worst] = True
-    return stray
-
-
-def _lean_z(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.ndarray) -> float:
-    """How much less often `mine`'s segments are of the `more` checkpoint than `others`' (two-proportion z on
-    weighted shares, counts unweighted; the pooled share +1/+2, so that its variance is never 0)."""
-    n_mine, n_others = int(mine.sum()), int(others.sum())
-    if not n_mine or not n_others:
-        return -np.inf
-    share = [(weight * more)[m].sum() / weight[m].sum() for m in (mine, others)]
-    pooled = ((weight * more)[mine | others].sum() + 1) / (weight[mine | others].sum() + 2)
-    return float((share[1] - share[0]) / np.sqrt(pooled * (1 - pooled) * (1 / n_mine + 1 / n_others)))
-
-
-def _base_z(mine: np.ndarray, share: float, base: float) -> float:
-    """How far `mine`'s segments, `share` of them (weighted) of the checkpoint with more, lean beyond `base`, the
-    share all segments have (binomial z, counts unweighted)."""
-    if not 0.0 < base < 1.0 or not mine.any():  # nothing to lean against, or nothing leaning
-        return np.inf
-    return float((share - base) / np.sqrt(base * (1 - base) / int(mine.sum())))
-
-
-def _no_lean_nats(mine: np.ndarray, others: np.ndarray, more: np.ndarray, weight: np.ndarray, base: float) -> float:
-    """How many nats likelier `mine`'s segments are at `base`, the share of the `more` checkpoint all segments
-    have, than at `others`' share (binomial log likelihood ratio on weighted shares, counts unweighted; others' share
-    +1/+2, so that a labeler whose others are all of one checkpoint does not make one segment of the other
-    infinitely unlikely)."""
-    n_mine, n_others = int(mine.sum()), int(others.sum())
-    if not n_mine or not n_others:
-        return -np.inf
-    k = n_mine * (weight * more)[mine].sum() / weight[mine].sum()
-    p = (n_others * (weight * more)[others].sum() / weight[others].sum() + 1) / (n_others + 2)
-    return float(k * np.log(base / p) + (n_mine - k) * np.log((1 - base) / (1 - p)))
-
-
-def _bisect(vectors: np.ndarray) -> np.ndarray | None:
-    """Two halves of normalised rows: split at the first principal direction (deterministic, and not pulled
-    by an outlier as a start from the farthest row is), then refined by spherical 2-means; True marks one half.
-    None when every row falls on one side."""
-    centred = vectors - vectors.mean(axis=0)
-    side = centred @ np.linalg.svd(centred, full_matrices=False)[2][0] > 0
-    for _ in range(BISECT_ROUNDS):
-        if side.all() or not side.any():
-            return None
-        centres = np.stack([_normalised(vectors[~side].mean(axis=0)), _normalised(vectors[side].mean(axis=0))])
-        new = (vectors @ centres.T).argmax(axis=1) == 1
-        if (new == side).all():
-            break
-        side = new
-    return side
-
-
-def distinct_behaviours(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool:
-    """Whether two sets of sentence rows are distinct behaviours: on average no more alike than the more
-    typical set's sentences are to ordinary ones (`ordinary`, the mean row of ordinary sentences; mean cosine,
-    the dot product of mean rows). Halves of one behaviour are far more alike than either is to ordinary text
-    (planted suite, seed 7: 0.27-0.74 against 0.11-0.26); two behaviours that share a phrase are not."""
-    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
-    return bool(mean_a @ mean_b <= max(mean_a @ ordinary, mean_b @ ordinary))
-
-
-def nearer_unrelated(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool:
-    """Whether two sets of sentence rows (at least two each) are another behaviour each: their mean cross cosine
-    rises above the ordinary level (the higher of either mean row's cosine with `ordinary`) by less than a
-    third of what the less cohesive set's own sentences do (their mean pairwise cosine). Sets of one behaviour
-    in other words meet nearly as well as their own sentences do (planted suite, MiniLM: 0.42 to 1.2 of the
-    way); two behaviours of one register (grader awareness, a declined check), which `distinct_behaviours`
-    cannot tell apart, meet a little above the ordinary level (-0.4 to 0.26)."""
-    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
-    level = max(mean_a @ ordinary, mean_b @ ordinary)
-    return bool(mean_a @ mean_b - level < (min(_pairwise(a), _pairwise(b)) - level) / 3)
-
-
-def neighbouring(a: np.ndarray, b: np.ndarray, sentences: np.ndarray, others: np.ndarray) -> bool:
-    """Whether two sets of normalised sentence rows are one behaviour in other words by where they lie among
-    everything else said (`sentences`, normalised rows; `others` marks those of them neither set's labeler
-    matches): each set's sentences are nearer the other's centre than all but NEIGHBOUR_SHARE of the others
-    are, on average.
-    A rank, not a cosine, so it does not move with how alike a study's ordinary text is. Templates of one
-    paraphrased behaviour (empathy voiced as disappointment, stress, annoyance or inconvenience) sit at
-    0.2-2.2% of each other; two behaviours of one register (grader awareness, a declined check, re-checking)
-    at 46-78%, and on the tau2 sample the after checkpoint's stock replies (confirmations, lookups, closing
-    offers) at 9.5% and above, where the cohesion of `nearer_unrelated` calls most of them one behaviour."""
-    if not others.any():
-        return False
-    return max(_nearer_share(a, b, sentences, others), _nearer_share(b, a, sentences, others)) <= NEIGHBOUR_SHARE
-
-
-def behaviours(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
-    """A behaviour number per normalised sentence row: two rows are one behaviour when each is nearer the other
-    than all but NEIGHBOUR_SHARE of `others` are (`neighbouring`, one sentence a side), transitively; numbered
-    from 0 in order of their first row. All one behaviour when `others` is empty. The labelers of planted
-    behaviours (2 to 115 exemplars) are one, at most with a straggler nearest 2% of their positives; the tau2
-    sample's, fitted to broad sources, hold two to eleven (a policy refusal and the closing "Safe travels!")."""
-    if not len(others):
-        return np.zeros(len(rows), dtype=int)
-    sims = rows @ rows.T
-    nearer = np.stack([_above(others @ row, sims[i]) for i, row in enumerate(rows)])  # [i, j]: nearer i than j is
-    return connected_components(np.maximum(nearer, nearer.T) <= NEIGHBOUR_SHARE, directed=False)[1]
-
-
-def _nearer_share(centre_rows: np.ndarray, rows: np.ndarray, sentences: np.ndarray, others: np.ndarray) -> float:
-    """The mean over `rows` of the share of the `others` of `sentences` nearer (cosine) the centre of
-    `centre_rows` than the row (projected before they are picked: the merge asks this of many pairs)."""
-    centre = _normalised(centre_rows.mean(axis=0))
-    return float(_above((sentences @ centre)[others], rows @ centre).mean())
-
-
-def _above(values: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """For each of `points`, the share of `values` above it."""
-    return 1.0 - np.searchsorted(np.sort(values), points, side="right") / len(values)
-
-
 def matched_rows(
     vectors: np.ndarray, nodes: list[dict[str, Any]], embed: Callable[[list[str]], np.ndarray]
 ) -> np.ndarray:
@@ -532,16 +352,6 @@ def matched_rows(
         sims = (vectors @ embed(node["exemplars"]).T).max(axis=1, initial=-1.0)
         matched |= sims >= node.get("min_similarity", DEFAULT_MIN_SIMILARITY)
     return matched
-
-
-def _pairwise(rows: np.ndarray) -> float:
-    """Mean cosine between distinct normalised rows."""
-    n = len(rows)
-    return float((np.square(rows.sum(axis=0)).sum() - n) / (n * (n - 1)))
-
-
-def _normalised(v: np.ndarray) -> np.ndarray:
-    return v / max(float(np.linalg.norm(v)), 1e-12)
 
 
 def best_f1_threshold(

@@ -26,10 +26,9 @@ from engine.hypotheses.exemplars import (
     SentenceMatcher,
     exemplar_texts,
     matched_rows,
-    nearer_unrelated,
-    neighbouring,
     similar_nodes,
 )
+from engine.hypotheses.geometry import nearer_unrelated, neighbouring
 from engine.hypotheses.length import BINNED_KINDS
 from engine.hypotheses.ngrams import nearly_equal
 from engine.hypotheses.parting import each_exemplar_once, parted
@@ -235,7 +234,7 @@ def _near(draft: Draft, peers: list[Draft], discovery: DiscoverySplit) -> list[D
 def _holds_another(kept: Draft, draft: Draft, discovery: DiscoverySplit) -> bool:
     """Whether an exemplar draft holds the draft's behaviour beside another one: at least MIN_PART of its
     exemplars are sentences the draft's labeler does not match, those are another behaviour than the draft's
-    exemplars (`exemplars.nearer_unrelated`, against the discovery sentences of their kinds), and the two
+    exemplars (`geometry.nearer_unrelated`, against the discovery sentences of their kinds), and the two
     labelers do not meet on one sentence in the segments both label (the same sentence the best match of both,
     an exemplar both hold). A labeler with a few sentences of another behaviour among its exemplars labels that
     behaviour's segments and matches its sentences; taking its drafts as narrower or other wordings, their
@@ -301,7 +300,7 @@ def _another_wording(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bo
 
 def _neighbours(draft: Draft, kept: Draft, discovery: DiscoverySplit) -> bool:
     """Whether two exemplar drafts of the same kinds are one behaviour in other words by where their exemplars
-    lie among the other discovery sentences of their kinds (`exemplars.neighbouring`). A behaviour paraphrased
+    lie among the other discovery sentences of their kinds (`geometry.neighbouring`). A behaviour paraphrased
     from several templates can be drafted once a template, each labeler too tight to match the others'
     sentences and their turns apart (paraphrased seed 3001: fewer empathy as four validated findings, each
     all empathy and a seventh to a quarter of it)."""

@@ -12,7 +12,7 @@ import numpy as np
 from engine.text import ngrams
 
 MIN_Z = 2.0  # a draft whose labeler does not separate the discovery checkpoints this well is dropped (also
-# the z by which an exemplar strays from the others, `exemplars._strays`)
+# the z by which an exemplar strays from the others, `strays.strays`)
 
 MOSTLY_INSIDE = 0.8  # share of one labeler's positives inside another's for it to be a narrower form of it
 

@@ -10,7 +10,8 @@ import numpy as np
 
 from engine.hypotheses.absorbed import take_in
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
-from engine.hypotheses.exemplars import behaviours, exemplar_texts, matched_rows, nearer_unrelated, similar_nodes
+from engine.hypotheses.exemplars import exemplar_texts, matched_rows, similar_nodes
+from engine.hypotheses.geometry import behaviours, nearer_unrelated
 from engine.hypotheses.relabel import evidence_of, keeping, labelled_by, quote_of, quoting_the_most, restated
 
 MIN_BEHAVIOUR_SHARE = 0.25  # a behaviour this share of a labeler's positives is nearest is a finding (`parted`)
@@ -21,7 +22,7 @@ def each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dra
     """Each kept exemplar draft without the exemplars that are another kept finding's behaviour: those the
     other finding's labeler matches and that are nearer its exemplars than any of the draft's own that it does
     not match, when the draft's remaining exemplars are another behaviour than the other finding's
-    (`exemplars.nearer_unrelated`); the other finding is one of the same direction counting some of the same
+    (`geometry.nearer_unrelated`); the other finding is one of the same direction counting some of the same
     kinds of segment. A latent or behaviour group that fires on two behaviours that change together
     (re-checking a sum, declining a check as out of scope) puts sentences of the second among the first's
     exemplars, and the finding then counts the second behaviour's turns too, while a finding of the second
@@ -73,7 +74,7 @@ def each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dra
 
 def parted(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     """The exemplar draft as one draft per behaviour its labeler counts. Its exemplars are grouped by where they
-    lie among the other discovery sentences of its kinds (`exemplars.behaviours`); each group that at least
+    lie among the other discovery sentences of its kinds (`geometry.behaviours`); each group that at least
     MIN_BEHAVIOUR_SHARE of its discovery evidence is nearest (the smaller groups stay with the largest) is
     labelled alone. When two or more of them separate the discovery checkpoints in the draft's direction
     (z >= MIN_Z), each is a draft (provenance `apart`: the others' quotes); when one does, better than the
