@@ -11,7 +11,7 @@ from factories_hypotheses import Planted, make_study
 
 from engine.hypotheses.judge import judge_labels, stratified_sample
 from engine.hypotheses.population import load_population
-from engine.hypotheses.validate import Claim, validate
+from engine.hypotheses.validate import Claim, _decide, validate
 from engine.hypotheses.verifier import Verifier
 from engine.kinds import HELDOUT
 from engine.llm.fake import FakeLLMClient
@@ -62,6 +62,17 @@ def test_planted_changes_validate_and_nulls_do_not(study) -> None:
     assert results[3].status == "rejected" and "other way" in results[3].reason
     assert results[4].status == "rejected" and "matched no" in results[4].reason
     assert results[0].n_labeled == heldout.of_kinds(["text"]).height
+
+
+@pytest.mark.parametrize(
+    ("sign", "delta", "lo", "hi", "says"), [(-1.0, 0.107, -0.001, 0.215, "fall"), (1.0, -0.05, -0.1, 0.01, "rise")]
+)
+def test_a_claim_not_replicated_names_the_change_its_interval_rules_out(sign, delta, lo, hi, says) -> None:
+    """An interval that rules out the claimed change may hold a large change the other way (a claimed fall,
+    +10.7 pts, CI -0.1 to +21.5 on a small study's fold): the reason names the direction it rules out."""
+    before = 0.1
+    status, reason = _decide(200, before, before + delta, delta, lo, hi, 0.165, 0.1, 0.001, sign, 0.05, "", "held-out")
+    assert status == "rejected" and f"rules out a {says} of 2 pts or more" in reason
 
 
 def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> None:

@@ -329,6 +329,8 @@ def _decide(
             f"{change}"
         )
     if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
-        return "rejected", f"not replicated: {change}; the CI rules out a change of {MIN_EFFECT * 100:.0f} pts or more"
+        claimed = "rise" if sign > 0 else "fall"  # the interval may hold a change the other way
+        ruled_out = f"the CI rules out a {claimed} of {MIN_EFFECT * 100:.0f} pts or more"
+        return "rejected", f"not replicated: {change}; {ruled_out}"
     detectable = f"+/-{mde * 100:.1f} pts" if np.isfinite(mde) else "unknown"
     return "inconclusive", f"no significant change: {change}; the test could detect changes of {detectable}"
