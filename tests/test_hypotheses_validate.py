@@ -71,8 +71,18 @@ def test_a_claim_not_replicated_names_the_change_its_interval_rules_out(sign, de
     """An interval that rules out the claimed change may hold a large change the other way (a claimed fall,
     +10.7 pts, CI -0.1 to +21.5 on a small study's fold): the reason names the direction it rules out."""
     before = 0.1
-    status, reason = _decide(200, before, before + delta, delta, lo, hi, 0.165, 0.1, 0.001, sign, 0.05, "", "held-out")
+    status, reason = _decide(
+        200, before, before + delta, delta, lo, hi, 0.04, 0.165, 9, 0.1, 0.001, sign, 0.05, "", "held-out"
+    )
     assert status == "rejected" and f"rules out a {says} of 2 pts or more" in reason
+
+
+def test_an_inconclusive_claim_shows_its_p_beside_the_familys_q() -> None:
+    """A 95% interval clear of 0 with q above the level (a small study's retried calls: +8.5 pts, CI +1.3 to
+    +15.7, q = 0.079 over 9 tests) reads as a contradiction unless the reason gives the raw p and the family."""
+    status, reason = _decide(60, 0.004, 0.089, 0.085, 0.013, 0.157, 0.0175, 0.0787, 9, 0.138, 0.001, 1.0, 0.05, "", "x")
+    assert status == "inconclusive"
+    assert "p=0.018, q=0.0787 over 9 tests" in reason and "among 9 tests it could detect changes of +/-13.8" in reason
 
 
 def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> None:

@@ -149,7 +149,7 @@ def validate(
     decided = [
         _decide(
             n_labeled[j], test.prevalence_before[j], test.prevalence_after[j], test.delta[j], test.ci_low[j],
-            test.ci_high[j], q[j], mde[j], test.floor[j], signs[j], fdr, test.scope, where,
+            test.ci_high[j], test.p_value[j], q[j], m, mde[j], test.floor[j], signs[j], fdr, test.scope, where,
         )
         for j in range(len(claims))
     ]  # fmt: skip
@@ -303,7 +303,9 @@ def _decide(
     delta: float,
     lo: float,
     hi: float,
+    p: float,
     q: float,
+    m: int,
     mde: float,
     floor: float,
     sign: float,
@@ -316,7 +318,9 @@ def _decide(
     if not np.isfinite(delta) or not np.isfinite(q):
         return "inconclusive", "held-out tasks lack rollouts of both checkpoints"
     interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
-    change = f"{before:.1%} -> {after:.1%} on {where} ({scope}; delta {delta * 100:+.1f} pts, {interval}, q={q:.3g})"
+    # p beside q: a 95% interval clear of 0 with q above the level is the correction over the family's m tests
+    tests = f"p={p:.2g}, q={q:.3g} over {m} tests" if m > 1 else f"q={q:.3g}"
+    change = f"{before:.1%} -> {after:.1%} on {where} ({scope}; delta {delta * 100:+.1f} pts, {interval}, {tests})"
     if before == 0 and after == 0:
         return "rejected", f"the labeler matched no {where} segment"
     if q < fdr and sign * delta > 0:
@@ -333,4 +337,5 @@ def _decide(
         ruled_out = f"the CI rules out a {claimed} of {MIN_EFFECT * 100:.0f} pts or more"
         return "rejected", f"not replicated: {change}; {ruled_out}"
     detectable = f"+/-{mde * 100:.1f} pts" if np.isfinite(mde) else "unknown"
-    return "inconclusive", f"no significant change: {change}; the test could detect changes of {detectable}"
+    could = f"among {m} tests it could detect changes of" if m > 1 else "the test could detect changes of"
+    return "inconclusive", f"no significant change: {change}; {could} {detectable}"
