@@ -15,8 +15,9 @@ from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate
 from engine.progress import NullProgress
 from engine.report import write_report
-from engine.report.content import excerpt
-from engine.store.queries import hypotheses, label_candidates
+from engine.report.content import ReportContent, excerpt, method_lines
+from engine.store.queries import StudySummary, hypotheses, label_candidates
+from engine.store.queries.overview import StageStatus
 
 HOSTILE = "<script>alert(1)</script> | `x` **bold**"
 APOLOGY = Planted("apology", "text", f"I sincerely apologize for the inconvenience. {HOSTILE}", 0.05, 0.45)
@@ -176,3 +177,21 @@ def test_a_small_studys_report_shows_its_exploratory_ranking_and_logs_it(
         assert "Exploratory ranking, whole study (top 10)</h2>" in page and "<script>" not in page
         store.execute("UPDATE meta SET value = 'task' WHERE key = 'split_mode'")
         assert "Exploratory ranking" not in write_report(store, tmp_path / "task.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("split_mode", "interval", "says"),
+    [
+        ("task", "cluster-robust t over tasks, G-1 df", "sign-flip test over tasks, which speaks for new tasks"),
+        ("rollout", "heteroscedasticity-robust t within task (these tasks)", "each fold drafts, the other tests"),
+    ],
+)
+def test_the_method_section_says_how_this_study_was_tested(split_mode: str, interval: str, says: str) -> None:
+    """The method lines follow the study's design (its deltas stage's interval, its split), not one fixed text:
+    a report once said "BH across everything tested, CIs from a bootstrap over tasks" after both had changed."""
+    deltas = StageStatus("deltas", "done", None, None, {"interval": interval})
+    summary = StudySummary([], "before", "after", 4, 10, 2, [deltas], 4, split_mode)
+    content = ReportContent(summary, [], [], {}, [], [], stage_configs={"features": {"sentence_features": False}})
+    text = " ".join(method_lines(content))
+    assert f"95% CIs {interval}." in text and says in text
+    assert "within each testing family" in text and "no sentence features" in text and "bootstrap" not in text

@@ -93,21 +93,41 @@ def q_text(q: float | None) -> str:
 
 
 def method_lines(content: ReportContent) -> list[str]:
-    """Plain sentences on how the numbers were made (shared by both formats)."""
+    """Plain sentences on how the numbers were made (shared by both formats), for the design this study had:
+    the interval its deltas stage used, and how its hypotheses were tested (docs/statistics.md)."""
     hyp = content.stage_configs.get("hypotheses", {})
-    drafter = f"LLM {hyp['llm']}" if hyp.get("llm") else "offline (extractive: n-gram and tool-name verifiers)"
-    lines = [
-        "Features (SAE latents and structural features) were compared between checkpoints on the discovery "
-        "split; p-values come from permuting checkpoint labels among rollouts within each task, q-values from "
-        "Benjamini-Hochberg across everything tested, CIs from a bootstrap over tasks.",
-        "Hypotheses were drafted from significant clusters and features on the discovery split and tested only "
-        "on held-out rollouts, with the same permutation design on the labeler's verdicts and a BH correction "
-        f"across hypotheses (FDR {hyp.get('fdr', 0.05)}).",
+    deltas = next((s for s in content.summary.stages if s.stage == "deltas"), None)
+    interval = (deltas.metrics.get("interval") if deltas else None) or "n/a"
+    drafter = (
+        f"LLM {hyp['llm']}"
+        if hyp.get("llm")
+        else "offline (extractive: structural facts, tool names, exemplar sentences and phrases as verifiers)"
+    )
+    tested = {
+        "rollout": "each tested on the other of two folds of rollouts split within each task (a small study: each "
+        "fold drafts, the other tests), by permuting checkpoint labels within task, which speaks for these tasks",
+        "none": "none tested: nothing was held out",
+    }.get(
+        content.summary.split_mode or "",
+        "tested on held-out tasks by a sign-flip test over tasks, which speaks for new tasks like them",
+    )
+    sentences = content.stage_configs.get("features", {}).get("sentence_features", True)
+    features = (
+        "SAE latents, sentence concepts and behaviour groups, structural features"
+        if sentences
+        else ("SAE latents and structural features; no sentence features")
+    )
+    return [
+        f"Features ({features}) were compared between "
+        "checkpoints on the discovery split as each rollout's own rate (tool-call rows among calls to the same tool; "
+        "rows of what fires anywhere in a rollout adjusted for its length); p-values from permuting checkpoint "
+        "labels among rollouts within each task, q-values from Benjamini-Hochberg within each testing family, "
+        f"95% CIs {interval}.",
+        f"Hypotheses were drafted from significant clusters and features of the drafting split, {tested}, with a "
+        f"BH correction over every hypothesis ever tested (FDR {hyp.get('fdr', 0.05)}).",
         f"Drafting: {drafter}; seed {hyp.get('seed', 'n/a')}; {hyp.get('permutations', 'n/a')} permutations.",
+        *([f"LLM spending recorded in the store: ${content.llm_cost:.2f}."] if content.llm_cost else []),
     ]
-    if content.llm_cost:
-        lines.append(f"LLM spending recorded in the store: ${content.llm_cost:.2f}.")
-    return lines
 
 
 def excerpt(text: str, evidence: str | None, width: int = 110) -> tuple[str, str, str]:

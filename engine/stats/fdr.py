@@ -1,4 +1,4 @@
-"""False discovery rate control across everything tested."""
+"""False discovery rate control: Benjamini-Hochberg over a set of tests, or within each pre-declared family."""
 
 from __future__ import annotations
 
