@@ -101,10 +101,12 @@ class FindingTools(ToolGroup):
         limit: Limit = 20,
         offset: Offset = 0,
     ) -> str:
-        """Ranked feature deltas on the discovery split: per feature and segment kind, the share of segments
-        where the feature fires before and after (prevalence, 0-1), delta = after - before with a 95% CI
-        bootstrapped over tasks, and the Benjamini-Hochberg q_value of a within-task permutation test.
-        Filter, search and page; pass feature_id to get_feature."""
+        """Ranked feature deltas on the discovery split: per feature and segment kind, prevalence before and
+        after (0-1: each rollout's share of its segments of the kind where the feature fires, averaged within
+        task; a tool-call row among calls to the same tool; kind 'any': the share of rollouts where it fires,
+        its test adjusted for length), delta = after - before with a 95% CI (cluster-robust over tasks; over
+        rollouts in a small study), and the q_value of a within-task permutation test, Benjamini-Hochberg within
+        the row's testing family (`family`). Filter, search and page; pass feature_id to get_feature."""
         flt = queries.DeltaFilter(
             kind=kind,
             direction=direction,
