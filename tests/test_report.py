@@ -195,3 +195,23 @@ def test_the_method_section_says_how_this_study_was_tested(split_mode: str, inte
     text = " ".join(method_lines(content))
     assert f"95% CIs {interval}." in text and says in text
     assert "within each testing family" in text and "no sentence features" in text and "bootstrap" not in text
+
+
+def test_a_finding_tested_on_the_discovery_fold_says_so(study, tmp_path: Path) -> None:
+    """A small study's finding drafted on the held-out fold is tested on discovery: its numbers are labelled
+    with the fold they come from (the report called every finding's "Prevalence on held-out")."""
+    store, _ = study
+    validated = [h for h in hypotheses(store.cursor()) if h.status == "validated"]
+    assert validated
+    moved = validated[0].hypothesis_id
+    store.execute(
+        'UPDATE hypotheses SET provenance = json_merge_patch(provenance, \'{"split": "discovery"}\') '
+        "WHERE hypothesis_id = ?",
+        [moved],
+    )
+    text = write_report(store, tmp_path / "r.md").read_text()
+    finding = text.split(f"### {moved}. ")[1].split("\n### ")[0]
+    assert "- Prevalence on the discovery fold: **" in finding
+    others = [f for f in text.split("\n### ")[1:] if not f.startswith(f"{moved}. ") and "- Prevalence" in f]
+    assert all("- Prevalence on held-out: **" in f for f in others)
+    assert "Prevalence on the discovery fold" in write_report(store, tmp_path / "r.html").read_text()

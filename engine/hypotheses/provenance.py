@@ -29,6 +29,12 @@ def tested_split(provenance: str | dict[str, Any] | None) -> Split:
     return DISCOVERY if p.get("split") == DISCOVERY else HELDOUT
 
 
+def tested_on(provenance: str | dict[str, Any] | None) -> str:
+    """Where a hypothesis's test numbers come from, in words: the held-out split, or in a cross-fitted small
+    study the discovery fold (it was drafted on the held-out one)."""
+    return "held-out" if tested_split(provenance) == HELDOUT else "the discovery fold"
+
+
 def provenance_parts(h: HypothesisRow) -> list[str]:
     """The facts of a hypothesis' provenance, each a short phrase."""
     p = h.provenance or {}

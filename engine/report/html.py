@@ -7,7 +7,7 @@ from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
 from engine.hypotheses.cautions import caution_line
-from engine.hypotheses.provenance import provenance_text
+from engine.hypotheses.provenance import provenance_text, tested_on
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
@@ -76,7 +76,8 @@ def render_html(content: ReportContent) -> str:
         parts.append(
             f"<div class='finding'><h3>{f.hypothesis_id}. {h(f.statement)}</h3>"
             f"{prevalence_bars(f.prevalence_before, f.prevalence_after, f.ci_low, f.ci_high)}"
-            f"<p>Held-out prevalence {pct(f.prevalence_before)} &rarr; {pct(f.prevalence_after)}: delta "
+            f"<p>Prevalence on {tested_on(f.provenance)} {pct(f.prevalence_before)} &rarr; "
+            f"{pct(f.prevalence_after)}: delta "
             f"{pts(f.delta)} pts, 95% CI [{pts(f.ci_low)}, {pts(f.ci_high)}], q = {q_text(f.q_value)}, "
             f"{f.n_labeled or 0} segments labelled."
             + (f" Association with reward: {f.reward_assoc:+.2f}." if f.reward_assoc is not None else "")

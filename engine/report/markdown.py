@@ -7,7 +7,7 @@ from html import escape
 
 from engine.hypotheses.calibration_record import calibration_lines
 from engine.hypotheses.cautions import caution_line
-from engine.hypotheses.provenance import provenance_text
+from engine.hypotheses.provenance import provenance_text, tested_on
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
 from engine.store.queries import HypothesisRow
@@ -34,7 +34,7 @@ def _finding(h: HypothesisRow, content: ReportContent) -> list[str]:
     lines = [
         f"### {h.hypothesis_id}. {md(h.statement, 400)}",
         "",
-        f"- Prevalence on held-out: **{pct(h.prevalence_before)} -> {pct(h.prevalence_after)}** "
+        f"- Prevalence on {tested_on(h.provenance)}: **{pct(h.prevalence_before)} -> {pct(h.prevalence_after)}** "
         f"(delta {pts(h.delta)} pts, 95% CI [{pts(h.ci_low)}, {pts(h.ci_high)}], q = {q_text(h.q_value)}, "
         f"{h.n_labeled or 0} segments labelled)",
     ]

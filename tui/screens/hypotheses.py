@@ -12,7 +12,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Label, ProgressBar, Static
 
 from engine.hypotheses.cautions import has_caution
-from engine.hypotheses.provenance import other_fold_wordings, provenance_text
+from engine.hypotheses.provenance import other_fold_wordings, provenance_text, tested_on
 from engine.kinds import DECISIONS, EXPLORATORY, HELDOUT, UNDECIDED, DecisionFilter, Status
 from engine.safe_text import one_line, safe
 from tui import keymap
@@ -206,7 +206,7 @@ class HypothesesScreen(RldiffScreen):
         if h.origin == "extractive":
             text.append(" · drafted offline", style="italic")
         if h.prevalence_before is not None or h.prevalence_after is not None:
-            text.append("\nheld-out: ")
+            text.append(f"\n{tested_on(h.provenance)}: ")
             text.append_text(safe(before or "before", palette.before, max_chars=24))
             text.append(f" {pct(h.prevalence_before)} → ")
             text.append_text(safe(after or "after", palette.after, max_chars=24))

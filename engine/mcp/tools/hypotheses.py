@@ -39,7 +39,8 @@ class HypothesisTools(ToolGroup):
         offset: Offset = 0,
     ) -> str:
         """Hypotheses with their held-out validation: statement, direction, labeler (verifier spec or judge
-        question), status and why, prevalence before/after on held-out tasks with CI, p and q values, the
+        question), status and why, prevalence before/after where it was tested (held-out; in a small study the
+        fold it was not drafted on: `provenance.split`) with CI, p and q values, the
         minimum detectable effect when inconclusive, association with reward, the user's decision and note,
         and for a validated finding that likely restates a broader one, `same_evidence` (that finding's id,
         and how many of this one's positives the same evidence decided). Validated first, then by q, each
