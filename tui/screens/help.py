@@ -18,7 +18,7 @@ ABOUT = (
     "• 1 Overview: the study, success rates, pipeline stages, top findings.\n"
     "• 2 Deltas: every feature's change, ranked; Enter opens a feature with its evidence.\n"
     "• 3 Clusters: features that change together.\n"
-    "• 4 Hypotheses: findings validated on held-out tasks; triage them here.\n"
+    "• 4 Hypotheses: findings validated on held-out data; triage them here.\n"
     "• 5 Rollouts: read transcripts, side by side across checkpoints.\n"
     "• ctrl+p: jump to a feature, cluster, hypothesis or rollout by name.\n"
     "Bindings are remapped by id in "
