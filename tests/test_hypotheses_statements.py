@@ -1427,3 +1427,23 @@ def test_a_concept_on_every_kind_drafts_what_each_kind_says(tmp_path) -> None:
     drafts = extractive_drafts(concept, recheck | gift, discovery)
     assert len(drafts) == 1 and drafts[0].kinds == ("reasoning",)
     assert drafts[0].hits == recheck and drafts[0].statement.startswith("More reasoning turns like")
+
+
+def test_a_kind_with_few_carriers_is_left_out_of_the_draft(tmp_path) -> None:
+    """A concept fires on re-checking in the after checkpoint's reasoning and on two replies: too few to be a
+    behaviour of replies (MIN_PART), so they are left out, not joined to the reasoning part, whose draft then
+    reads reasoning turns only (joined, a habit finding read "More segments like ..." with every positive a
+    reasoning turn)."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {RECHECK[i // 3 % 8]}" if after and i % 3 == 0 else THINK(after, i)
+
+    discovery = DiscoverySplit(
+        replace(population(PLAIN, reasoning, lambda a, i: []), embedder=minilm(tmp_path)), splitter=split_on_periods
+    )
+    recheck = fires_where(discovery, "reasoning", "|".join(re.escape(s) for s in RECHECK))
+    replies = set(sorted(fires_where(discovery, "text", "."))[:2])
+    concept = DraftSource(("reasoning", "text", "tool_call"), (1,), ("concept:3",), ("concept:3",), 0.3, 0.001,
+                          0.1, 0.4, origins=("concept",))  # fmt: skip
+    [draft] = extractive_drafts(concept, recheck | replies, discovery)
+    assert draft.kinds == ("reasoning",) and draft.statement.startswith("More reasoning turns like")

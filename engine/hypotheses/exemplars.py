@@ -266,16 +266,19 @@ class _Carriers:
         return done
 
     def _by_kind(self) -> list[np.ndarray]:
-        """The pooled carriers by the kind of segment they were drawn from; a kind with fewer than MIN_PART of
-        them stays with the kind that has most. A source on every kind (a rollout-level row) fires on what each
-        kind says: on a small planted study one concept fired on re-checking sentences in reasoning and on gift
-        card balances listed in replies, and its finding, "More segments like '- Gift Card (ID: ..., balance:
-        $274)'", counted re-checking (all of it; 31% of its held-out positives) under a quote of the other."""
+        """The pooled carriers by the kind of segment they were drawn from, one part a kind with at least
+        MIN_PART of them (the kind with most when none has): a behaviour is said at least that often. A source
+        on every kind (a rollout-level row) fires on what each kind says: on a small planted study one concept
+        fired on re-checking sentences in reasoning and on gift card balances listed in replies, and its
+        finding, "More segments like '- Gift Card (ID: ..., balance: $274)'", counted re-checking (all of it;
+        31% of its held-out positives) under a quote of the other. A kind's few carriers are left out rather
+        than joined to another kind's part: joined, one reply about membership status among ten reasoning
+        sentences assuming a missing membership tier made the finding read every reply too ("More segments
+        like ..."; habit suite, seed 6143), though all its positives were reasoning turns."""
         kinds = np.array([self.said_in[int(t)] for t in self.pool], dtype=object)
         sizes = {k: int((kinds == k).sum()) for k in dict.fromkeys(kinds)}
-        largest = max(sizes, key=lambda k: sizes[k])
-        own = [k for k in sizes if sizes[k] >= MIN_PART and k != largest]
-        return [self.pool[~np.isin(kinds, own)], *(self.pool[kinds == k] for k in own)]
+        own = [k for k in sizes if sizes[k] >= MIN_PART] or [max(sizes, key=lambda k: sizes[k])]
+        return [self.pool[kinds == k] for k in own]
 
     def _apart(self, a: np.ndarray, b: np.ndarray) -> bool:
         return self.quiet_mean is not None and distinct_behaviours(self.vectors[a], self.vectors[b], self.quiet_mean)
