@@ -115,14 +115,13 @@ def method_lines(content: ReportContent) -> list[str]:
     features = (
         "SAE latents, sentence concepts and behaviour groups, structural features"
         if sentences
-        else ("SAE latents and structural features; no sentence features")
+        else "SAE latents and structural features; no sentence features"
     )
     return [
-        f"Features ({features}) were compared between "
-        "checkpoints on the discovery split as each rollout's own rate (tool-call rows among calls to the same tool; "
-        "rows of what fires anywhere in a rollout adjusted for its length); p-values from permuting checkpoint "
-        "labels among rollouts within each task, q-values from Benjamini-Hochberg within each testing family, "
-        f"95% CIs {interval}.",
+        f"Features ({features}) were compared between checkpoints on the discovery split as each rollout's own "
+        "rate (tool-call rows among calls to the same tool; rows of what fires anywhere in a rollout adjusted for "
+        "its length); p-values from permuting checkpoint labels among rollouts within each task, q-values from "
+        f"Benjamini-Hochberg within each testing family, 95% CIs {interval}.",
         f"Hypotheses were drafted from significant clusters and features of the drafting split, {tested}, with a "
         f"BH correction over every hypothesis ever tested (FDR {hyp.get('fdr', 0.05)}).",
         f"Drafting: {drafter}; seed {hyp.get('seed', 'n/a')}; {hyp.get('permutations', 'n/a')} permutations.",
