@@ -548,7 +548,7 @@ async def test_hypothesis_detail_shows_calibration_and_heldout_examples_on_reque
         await pilot.press("e")
         await settle(pilot)
         shown = str(detail.render())
-        assert "held-out " in shown.split("positive held-out examples")[1]
+        assert "held-out " in shown.split("positive examples (held-out)")[1]
     assert rows(store_path, "SELECT via, hypothesis_id FROM heldout_views WHERE via = 'tui'") == [("tui", hid)]
 
 

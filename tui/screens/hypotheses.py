@@ -249,7 +249,7 @@ class HypothesesScreen(RldiffScreen):
             for line in calibration_lines(calibration):
                 text.append("\n" + line)
         examples = self._examples.get(h.hypothesis_id)
-        text.append("\n\npositive held-out examples", style="bold")
+        text.append(f"\n\npositive examples ({tested_on(h.provenance)})", style="bold")
         if examples is None:
             text.append(" hidden: e shows them; hypotheses you write after seeing them are exploratory", style="dim")
         elif not examples:
