@@ -111,7 +111,7 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
 
     from engine.hypotheses.calibration_record import calibration_lines, stored_calibration
     from engine.hypotheses.exposure import record_heldout_view
-    from engine.hypotheses.provenance import other_fold_wordings, provenance_text
+    from engine.hypotheses.provenance import other_fold_wordings, provenance_text, tested_on
     from engine.safe_text import clean, line
     from engine.store import Store
     from engine.store.queries import hypothesis, hypothesis_examples
@@ -140,8 +140,8 @@ def cmd_hypothesis_show(args: argparse.Namespace) -> int:
         output.out.print(Text("calibration: " + fact))
     if not args.examples:
         output.err.print(
-            "held-out examples not shown: --examples N shows them, and hypotheses you add afterwards are "
-            "exploratory (never validated)",
+            f"examples ({tested_on(h.provenance)}) not shown: --examples N shows them, and hypotheses you add "
+            "afterwards are exploratory (never validated)",
             markup=False,
         )
     for e in examples:
