@@ -65,8 +65,9 @@ class HypothesisTools(ToolGroup):
     ) -> str:
         """One hypothesis with its validation, provenance (where it came from, labeler, split, seed), its
         labeler's calibration against hand labels when one was run (confusion matrix per checkpoint, corrected
-        delta and CI), and on request held-out segments its labeler marked positive in each checkpoint, with
-        the evidence span, each marked split 'heldout'. WRITES a log entry when examples are asked for: a
+        delta and CI), and on request segments its labeler marked positive in each checkpoint on the split it
+        was tested on, with the evidence span, each marked with its split ('heldout'; 'discovery' for a small
+        study's finding drafted on the held-out fold). WRITES a log entry when examples are asked for: a
         hypothesis written after seeing held-out examples is exploratory."""
         from engine.hypotheses.calibration_record import stored_calibration
         from engine.hypotheses.exposure import record_heldout_view
