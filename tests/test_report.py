@@ -184,6 +184,7 @@ def test_a_small_studys_report_shows_its_exploratory_ranking_and_logs_it(
     [
         ("task", "cluster-robust t over tasks, G-1 df", "sign-flip test over tasks, which speaks for new tasks"),
         ("rollout", "heteroscedasticity-robust t within task (these tasks)", "each fold drafts, the other tests"),
+        ("none", "cluster-robust t over tasks, G-1 df", "No hypothesis was drafted: nothing was held out"),
     ],
 )
 def test_the_method_section_says_how_this_study_was_tested(split_mode: str, interval: str, says: str) -> None:

@@ -103,13 +103,17 @@ def method_lines(content: ReportContent) -> list[str]:
         if hyp.get("llm")
         else "offline (extractive: structural facts, tool names, exemplar sentences and phrases as verifiers)"
     )
-    tested = {
-        "rollout": "each tested on the other of two folds of rollouts split within each task (a small study: each "
-        "fold drafts, the other tests), by permuting checkpoint labels within task, which speaks for these tasks",
-        "none": "none tested: nothing was held out",
-    }.get(
-        content.summary.split_mode or "",
-        "tested on held-out tasks by a sign-flip test over tasks, which speaks for new tasks like them",
+    tested = (
+        "each tested on the other of two folds of rollouts split within each task (a small study: each fold "
+        "drafts, the other tests), by permuting checkpoint labels within task, which speaks for these tasks"
+        if content.summary.split_mode == "rollout"
+        else "tested on held-out tasks by a sign-flip test over tasks, which speaks for new tasks like them"
+    )
+    hypotheses = (
+        "No hypothesis was drafted: nothing was held out to test one on."
+        if content.summary.split_mode == "none"
+        else f"Hypotheses were drafted from significant clusters and features of the drafting split, {tested}, "
+        f"with a BH correction over every hypothesis ever tested (FDR {hyp.get('fdr', 0.05)})."
     )
     sentences = content.stage_configs.get("features", {}).get("sentence_features", True)
     features = (
@@ -122,8 +126,7 @@ def method_lines(content: ReportContent) -> list[str]:
         "rate (tool-call rows among calls to the same tool; rows of what fires anywhere in a rollout adjusted for "
         "its length); p-values from permuting checkpoint labels among rollouts within each task, q-values from "
         f"Benjamini-Hochberg within each testing family, 95% CIs {interval}.",
-        f"Hypotheses were drafted from significant clusters and features of the drafting split, {tested}, with a "
-        f"BH correction over every hypothesis ever tested (FDR {hyp.get('fdr', 0.05)}).",
+        hypotheses,
         f"Drafting: {drafter}; seed {hyp.get('seed', 'n/a')}; {hyp.get('permutations', 'n/a')} permutations.",
         *([f"LLM spending recorded in the store: ${content.llm_cost:.2f}."] if content.llm_cost else []),
     ]
