@@ -1447,3 +1447,19 @@ def test_a_kind_with_few_carriers_is_left_out_of_the_draft(tmp_path) -> None:
                           0.1, 0.4, origins=("concept",))  # fmt: skip
     [draft] = extractive_drafts(concept, recheck | replies, discovery)
     assert draft.kinds == ("reasoning",) and draft.statement.startswith("More reasoning turns like")
+
+
+def test_a_phrase_from_a_rollout_level_row_is_a_rate_of_the_kinds_that_say_it() -> None:
+    """A rollout-level ('any') row reads every kind; a phrase drafted from it is counted among the kinds whose
+    segments say it, not among every segment (small paraphrased seed 43: "More segments containing
+    'check_policy_section': 0% -> 5% of segments")."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} Use the escalation matrix." if after and i % 2 == 0 else THINK(after, i)
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    fires = fires_where(discovery, "reasoning", "escalation matrix")
+    any_row = replace(source("reasoning", ("sae:7",), ("sae",), ("escalation matrix",)), kinds=SEGMENT_KINDS)
+    draft = extractive_draft(any_row, fires, discovery)
+    assert draft is not None and draft.kinds == ("reasoning",) and "escalation matrix" in draft.provenance["phrase"]
+    assert draft.statement.startswith("More reasoning turns containing") and "of reasoning turns" in draft.statement
