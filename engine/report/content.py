@@ -96,8 +96,7 @@ def method_lines(content: ReportContent) -> list[str]:
     """Plain sentences on how the numbers were made (shared by both formats), for the design this study had:
     the interval its deltas stage used, and how its hypotheses were tested (docs/statistics.md)."""
     hyp = content.stage_configs.get("hypotheses", {})
-    deltas = next((s for s in content.summary.stages if s.stage == "deltas"), None)
-    interval = (deltas.metrics.get("interval") if deltas else None) or "n/a"
+    interval = content.summary.metrics_of("deltas").get("interval") or "n/a"
     drafter = (
         f"LLM {hyp['llm']}"
         if hyp.get("llm")

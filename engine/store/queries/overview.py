@@ -66,11 +66,15 @@ class StudySummary:
         re-computed, then the analysis stopped): readers say so rather than show them as current."""
         return [s.stage for s in self.stages if s.status == "stale"]
 
+    def metrics_of(self, stage: str) -> dict[str, Any]:
+        """The metrics of `stage`'s latest run ({} when it never ran)."""
+        run = next((s for s in self.stages if s.stage == stage), None)
+        return run.metrics if run else {}
+
     @property
     def exploratory(self) -> list[dict[str, Any]]:
         """The deltas stage's whole-study ranking (small studies only), each row marked exploratory."""
-        deltas = next((s for s in self.stages if s.stage == "deltas"), None)
-        return list(deltas.metrics.get("exploratory") or []) if deltas else []
+        return list(self.metrics_of("deltas").get("exploratory") or [])
 
     def small_study_notice(self) -> str:
         """A sentence for readers when too few tasks are shared to split by task (engine.split), else ''."""
