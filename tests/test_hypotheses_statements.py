@@ -106,6 +106,22 @@ def test_a_tool_call_fact_from_a_rollout_level_row_is_a_rate_of_tool_calls() -> 
     assert draft.statement.endswith(": 0% -> 50% of tool calls (0% -> 50% of rollouts)")
 
 
+def test_a_fact_a_kind_shows_only_in_passing_is_not_counted_among_that_kind() -> None:
+    """A rollout-level draft reads the kinds where its labeler finds the change, not every kind its fact occurs in:
+    probe values in half the later tool calls, and twice in earlier replies (a user's dummy ID quoted back), is
+    counted among tool calls alone; counted among replies too, its rate would move with how many replies the
+    rollouts have. The same rule as a phrase's (the test above)."""
+    probe = lambda after, i: ["tool_args:probe"] if after and i % 2 == 0 else []  # noqa: E731
+    pop = population(PLAIN, THINK, probe)
+    stray = (pl.col("kind") == "text") & (pl.col("checkpoint") == "before") & (pl.col("rollout_key") < 2)
+    names = pl.when(stray).then(pl.lit(["tool_args:probe"])).otherwise(pl.col("structural"))
+    discovery = DiscoverySplit(replace(pop, segments=pop.segments.with_columns(structural=names)), split_on_periods)
+    any_row = replace(source("tool_call", ("tool_args:probe",), ("structural",)), kinds=SEGMENT_KINDS)
+    draft = extractive_draft(any_row, set(), discovery)
+    assert draft is not None and draft.kinds == ("tool_call",)
+    assert draft.statement.endswith(": 0% -> 50% of tool calls (0% -> 50% of rollouts)")
+
+
 def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
     """Probe values that cluster with error results (the probes fail) draft the probe feature alone: the union
     would also label every ordinary failed call, in both checkpoints."""

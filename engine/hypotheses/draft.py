@@ -154,39 +154,26 @@ def _structural_draft(source: DraftSource, discovery: DiscoverySplit) -> Draft |
     `provenance.co_firing`. A cluster's other members (SAE latents that fire with the fact) are not facts: they
     name no structural labeler."""
     names = [n for n, origin in zip(source.names, source.origins, strict=True) if origin == "structural"]
+    sign = 1.0 if source.delta > 0 else -1.0
 
-    def statement(name: str) -> Callable[[str, int], str]:
-        return lambda rates, _n: structural_statement(structural.label(name), rates)
-
-    drafts = [
-        _finish(
+    def draft(name: str) -> Draft | None:
+        kinds = _kinds_labelled(source.kinds, {"structural": name}, sign, discovery)
+        return _finish(
             source,
             discovery,
             {"all": [_kind_node(kinds), {"structural": name}]},
             kinds,
-            statement(name),
+            lambda rates, _n: structural_statement(structural.label(name), rates),
             {"structural_feature": name, "co_firing": [structural.label(n) for n in names if n != name]},
         )
-        for name in names
-        if (kinds := _kinds_firing(source.kinds, name, discovery))
-    ]
-    drafted = [d for d in drafts if d is not None]
+
+    drafted = [d for name in names if (d := draft(name)) is not None]
     if not drafted:
         return None
     best = max(drafted, key=discovery.rollout_z)
     best = next((d for d in drafted if d is not best and discovery.follows(best, d)), best)
     carriers = [d for d in drafted if d is not best and discovery.carried_by(best, d)]
     return max(carriers, key=discovery.rollout_z, default=best)
-
-
-def _kinds_firing(kinds: tuple[str, ...], name: str, discovery: DiscoverySplit) -> tuple[str, ...]:
-    """Of `kinds`, those whose discovery segments the structural feature `name` fires on: a rollout-level
-    source reads every kind, and a fact of tool calls ("Calls tool check_policy_section") counted among every
-    segment read "0% -> 6% of segments", a rate that moves with how many reasoning and text turns the rollouts
-    have, where the same fact drafted from a tool-call row read "0% -> 15% of tool calls"."""
-    segs = discovery.population.of_kinds(list(kinds))
-    fired = segs.filter(pl.col("structural").list.contains(name))["kind"].unique().to_list()
-    return tuple(k for k in kinds if k in fired)
 
 
 def _most_separating(drafts: list[Draft]) -> Draft | None:
@@ -319,8 +306,9 @@ def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpli
     if best is None:
         return None
     gram = best
-    kinds = _kinds_saying(kinds, gram, sign, discovery)
-    spec = {"all": [_kind_node(kinds), {"regex": ngram_regex([gram]), "ignore_case": True}]}
+    node = {"regex": ngram_regex([gram]), "ignore_case": True}
+    kinds = _kinds_labelled(kinds, node, sign, discovery)
+    spec = {"all": [_kind_node(kinds), node]}
     more_less = sign > 0
     return _finish(
         source,
@@ -332,15 +320,22 @@ def _phrase_draft(source: DraftSource, fires: set[int], discovery: DiscoverySpli
     )
 
 
-def _kinds_saying(kinds: tuple[str, ...], gram: str, sign: float, discovery: DiscoverySplit) -> tuple[str, ...]:
-    """Of `kinds`, those in whose discovery segments of the checkpoint the change claims more of `gram` is said
-    at least MIN_GRAM_COUNT times (the kind that says it most when none does). A rollout-level source reads
-    every kind, and a tool's name said in tool calls, counted among every segment, read "More segments
-    containing 'check_policy_section': 0% -> 5% of segments" (small paraphrased study, seed 43)."""
-    said = {}
-    for kind in kinds:
-        index, _ = discovery.index((kind,))
-        said[kind] = int((index.matches({gram}) & (index.is_after if sign > 0 else ~index.is_after)).sum())
+def _kinds_labelled(
+    kinds: tuple[str, ...], node: dict[str, Any], sign: float, discovery: DiscoverySplit
+) -> tuple[str, ...]:
+    """Of `kinds`, those in whose discovery segments of the checkpoint the change claims more of the labeler
+    `node` labels at least MIN_GRAM_COUNT (the kind it labels most when none has so many). A rollout-level
+    source reads every kind, and what its draft counts among every segment moves with how many turns of each
+    kind the rollouts have: a tool's name said in tool calls read "More segments containing
+    'check_policy_section': 0% -> 5% of segments" (small paraphrased study, seed 43), and a fact of tool
+    calls "Calls tool check_policy_section: 0% -> 6% of segments" (paraphrased seed 1777), where the same
+    drafts from a tool-call row read "... of tool calls: 0% -> 20%"."""
+    if len(kinds) == 1:
+        return kinds
+    index, segs = discovery.index(kinds)
+    hits, _, _ = discovery.evaluate(discovery.verifier(node), kinds)
+    more = hits & (index.is_after if sign > 0 else ~index.is_after)
+    said = {k: int((more & (segs["kind"] == k).to_numpy()).sum()) for k in kinds}
     return tuple(k for k in kinds if said[k] >= MIN_GRAM_COUNT) or (max(kinds, key=lambda k: said[k]),)
 
 
