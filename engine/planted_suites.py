@@ -36,6 +36,7 @@ from engine.planted import (
     run_planted_benchmark,
     score,
 )
+from engine.planted_oracle import TESTED_ON, perfect_labeler_p
 from engine.planted_paraphrase import (
     PARAPHRASED,
     REPLIES,
@@ -73,6 +74,9 @@ class SuiteResult:
     scores: dict[str, Score]
     planted_counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    # behaviour -> the held-out test's p with the planted segments as labels, per split tested on
+    # (`engine.planted_oracle`): what the study could confirm with a perfect labeler
+    perfect_p: dict[str, list[float | None]] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,14 +104,23 @@ def _scored(
     ablation: AnalyzeConfig | None,
     analyze: Callable[..., Any],
     progress: Progress,
-) -> dict[str, Score]:
-    """Analyse one pair (and its ablation) in `work` and score rldiff and the baseline against the truth."""
+) -> tuple[dict[str, Score], dict[str, list[float | None]]]:
+    """Analyse one pair (and its ablation) in `work`, score rldiff and the baseline against the truth, and test
+    the truth itself (`perfect_labeler_p`)."""
     with analysed_study(work, "study", *files, config, analyze, progress, shared) as store:
         scores = _store_scores(store, truth, behaviours, config.fdr)
+        perfect = _perfect(store, truth, behaviours, config)
     if ablation is not None:
         with analysed_study(work, "ablation", *files, ablation, analyze, progress, shared) as store:
             scores[ABLATION] = _store_scores(store, truth, behaviours, None)[RLDIFF]
-    return scores
+    return scores, perfect
+
+
+def _perfect(
+    store: Store, truth: list, behaviours: tuple[Behaviour, ...], config: AnalyzeConfig
+) -> dict[str, list[float | None]]:
+    planted = planted_segment_ids(store, truth)
+    return perfect_labeler_p(store, planted, behaviours, fdr=config.fdr, n_permutations=config.permutations)
 
 
 def _store_scores(store: Store, truth: list, behaviours: tuple[Behaviour, ...], fdr: float | None) -> dict[str, Score]:
@@ -135,21 +148,28 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
             folder = _folder(work, suite, seed)
             stores = {RLDIFF: folder / "study", ABLATION: folder / "ablation"}
             truth_file = folder / "files" / "ground_truth.json"
-        rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
-        truth = [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in rows]
+        truth = _read_truth(truth_file) if suite != "unmodified" else []
         scores: dict[str, Score] = {}
+        perfect: dict[str, list[float | None]] = {}
         for method, path in stores.items():
             if path.with_suffix(".duckdb").is_file():
                 with Store(path.with_suffix(".duckdb")) as store:
                     found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
+                    if method == RLDIFF:
+                        perfect = _perfect(store, truth, behaviours, AnalyzeConfig(fdr=fdr))
                 scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
         if suite in _VARIED:
-            texts = [r["planted"] for r in rows]
+            texts = [r["planted"] for r in json.loads(truth_file.read_text())]
             report.variety.setdefault(seed, []).extend(variety(Planted(Path(), Path(), truth, texts), seed))
         counts = _counts(truth, behaviours)
-        report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"]))
+        report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"], perfect))
     _save(report, work)
     return report
+
+
+def _read_truth(path: Path) -> list[PlantedSegment]:
+    """The planted segments of a suite's `ground_truth.json`."""
+    return [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in json.loads(path.read_text())]
 
 
 def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
@@ -225,9 +245,11 @@ def run_suites(
         bench = run_planted_benchmark(work / f"fixed-{seed}", config, pair, progress, analyze, shared)
         names = [b.name for b in BEHAVIOURS]
         scores = {RLDIFF: bench.planted, BASELINE: bench.planted_baseline}
-        report.results.append(
-            SuiteResult("fixed", seed, names, scores, bench.planted_counts, time.perf_counter() - start)
-        )
+        folder = work / f"fixed-{seed}"
+        with Store(folder / "planted.duckdb") as store:
+            perfect = _perfect(store, _read_truth(folder / "planted" / "ground_truth.json"), BEHAVIOURS, config)
+        seconds = time.perf_counter() - start
+        report.results.append(SuiteResult("fixed", seed, names, scores, bench.planted_counts, seconds, perfect))
         report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
         _save(report, work)
     # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures. The
@@ -244,7 +266,7 @@ def run_suites(
         if suite in _VARIED:
             report.variety.setdefault(seed, []).extend(variety(planted, seed))
         with_ablation = replace(ablation, seed=seed) if ablation and not suite.startswith("sweep") else None
-        scores = _scored(
+        scores, perfect = _scored(
             folder,
             shared,
             (planted.before, planted.after),
@@ -257,7 +279,7 @@ def run_suites(
         )
         counts = _counts(planted.truth, behaviours)
         report.results.append(
-            SuiteResult(suite, seed, [b.name for b in behaviours], scores, counts, time.perf_counter() - start)
+            SuiteResult(suite, seed, [b.name for b in behaviours], scores, counts, time.perf_counter() - start, perfect)
         )
         log.info("suite %s seed %d done in %.0f s", suite, seed, report.results[-1].seconds)
         _save(report, work)
@@ -356,12 +378,25 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         "small study's findings drafted on the held-out fold, discovery); planted: segments in all splits:"
     )
     yield ""
-    yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " |"
-    yield "|---|---:|---|---:|" + "---:|" * len(_methods(report))
+    yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " | perfect labeler's p |"
+    yield "|---|---:|---|---:|" + "---:|" * len(_methods(report)) + "---:|"
     for r in report.results:
         for name in r.behaviours:
             f1 = [f"{r.scores[m].recall[name]:.2f}" if m in r.scores else "-" for m in _methods(report)]
-            yield f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | " + " | ".join(f1) + " |"
+            perfect = " / ".join(f"{p:.2g}" if p is not None else "-" for p in r.perfect_p.get(name, [])) or "-"
+            yield (
+                f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | "
+                + " | ".join(f1)
+                + (f" | {perfect} |")
+            )
+    yield ""
+    folds = " / ".join(TESTED_ON["rollout"])
+    yield (
+        "Perfect labeler's p: the held-out test of the behaviour with its planted segments as the labels "
+        f"(`engine.planted_oracle`), on held-out tasks; in a small study on each fold ({folds}), as its "
+        "findings are tested on either. Where it is far above the level, no labeler could confirm the "
+        "behaviour in this study: a miss there is the study's size, not rldiff's drafting."
+    )
     yield ""
     yield (
         f"Recovered: F1 >= {F1_RECOVERED}; partly related: F1 >= {F1_RELATED}; unrelated: below that for all; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from engine.planted import (
     planted_segment_ids,
     score,
 )
+from engine.planted_oracle import perfect_labeler_p
 from engine.store import Store
 
 
@@ -108,3 +110,24 @@ def test_naive_baseline_finds_planted_phrases(planted_store) -> None:
     store, truth, _ = planted_store
     result = score("naive", naive_baseline(store, "before", "after"), planted_segment_ids(store, truth))
     assert result.recovered["certainly"]
+
+
+def test_a_perfect_labeler_confirms_what_the_study_can_and_nothing_where_nothing_changed(planted_store) -> None:
+    """The planted segments, as the labels of the held-out test, confirm a planted change the study is large
+    enough for; a behaviour planted nowhere gets no p below the level; a small study's test runs on both folds;
+    a study holding nothing out tests nothing."""
+    store, truth, _ = planted_store
+    planted = planted_segment_ids(store, truth)
+    absent = replace(BEHAVIOURS[0], name="never_planted")
+    common = [b for b in BEHAVIOURS if b.rate >= 0.25]
+    try:
+        store.set_meta("split_mode", "task")
+        p = perfect_labeler_p(store, planted, (*common, absent), n_permutations=500)
+        assert all(len(p[b.name]) == 1 and p[b.name][0] < 0.05 for b in common), p
+        assert p["never_planted"][0] is None or p["never_planted"][0] > 0.05
+        store.set_meta("split_mode", "rollout")
+        assert all(len(ps) == 2 for ps in perfect_labeler_p(store, planted, tuple(common), n_permutations=200).values())
+        store.set_meta("split_mode", "none")
+        assert perfect_labeler_p(store, planted, tuple(common)) == {b.name: [] for b in common}
+    finally:
+        store.execute("DELETE FROM meta WHERE key = 'split_mode'")
