@@ -51,6 +51,7 @@ from engine.planted_paraphrase import (
 )
 from engine.progress import NullProgress, Progress
 from engine.store import Store
+from engine.study import last_config
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
                 with Store(path.with_suffix(".duckdb")) as store:
                     found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
                     if method == RLDIFF:
-                        perfect = _perfect(store, truth, behaviours, AnalyzeConfig(fdr=fdr))
+                        perfect = _perfect(store, truth, behaviours, replace(last_config(store), fdr=fdr))
                 scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
         if suite in _VARIED:
             texts = [r["planted"] for r in json.loads(truth_file.read_text())]
@@ -386,8 +387,8 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
             perfect = " / ".join(f"{p:.2g}" if p is not None else "-" for p in r.perfect_p.get(name, [])) or "-"
             yield (
                 f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | "
-                + " | ".join(f1)
-                + (f" | {perfect} |")
+                + " | ".join([*f1, perfect])
+                + " |"
             )
     yield ""
     folds = " / ".join(TESTED_ON["rollout"])
