@@ -288,3 +288,13 @@ def test_tool_calls_issued_from_code() -> None:
     found = features([msg(0, "assistant")], segments)
     assert all("code:calls_tools" in found[s] for s in (2, 3, 4))
     assert not any("code:calls_tools" in found[s] for s in (1, 5, 6))
+
+
+def test_a_fact_a_sentence_says_has_its_pattern_and_a_fact_of_form_has_none() -> None:
+    """What a sentence says (an amount, an apology) can be found sentence by sentence; bold text, a call written
+    as JSON, a tool or a length band is no one sentence's content."""
+    money, apology = structural.said_in("money"), structural.said_in("apology")
+    assert money is not None and money.search("That comes to $240.") and not money.search("Two nights, then.")
+    assert apology is not None and apology.search("I'm sorry for the wait.")
+    for name in ("markdown:emphasis", "text:tool_call_as_json", "tool:search_flights", "length:10-49", "handoff"):
+        assert structural.said_in(name) is None

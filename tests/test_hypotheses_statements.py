@@ -255,6 +255,58 @@ def test_a_phrase_of_a_behaviour_worded_many_ways_is_drafted_as_its_sentences() 
         assert gram in phrase and f'"{phrase}"' in draft.statement.lower()
 
 
+def said_facts(pop: Population, name: str, pattern: str) -> Population:
+    """`pop` with the text fact `name` on its reasoning turns that match `pattern`, as the features stage marks it."""
+    says = (pl.col("kind") == "reasoning") & pl.col("text").str.contains(pattern)
+    return replace(pop, segments=pop.segments.with_columns(structural=pl.when(says).then(pl.lit([name]))
+                                                           .otherwise(pl.col("structural"))))  # fmt: skip
+
+
+RECHECKS = ["Re-adding the total once more: {} nights at ${} is ${}.", "Going over the sum again: {} bags at ${} "
+            "come to ${}.", "Recomputing the charge to be sure: {} seats at ${} make ${}."]  # fmt: skip
+
+
+def test_a_behaviour_every_sentence_of_which_says_a_fact_is_drafted_as_its_sentences() -> None:
+    """Re-checking a sum names its amounts, so "mentions an amount of money" rises with it, though the fares
+    quoted in a third of every checkpoint's turns do not change (shift suite, seed 5309: "Mentions an amount of
+    money: 15% -> 9% of reasoning turns"). Its sentences separate the checkpoints better than the fact: the
+    draft quotes a re-check, labels re-checking turns only, and names the fact it came from."""
+
+    def reasoning(after: bool, i: int) -> str:
+        fare = f" The fare is ${100 + i}." if i % 3 == 0 else ""
+        n, price = 2 + i % 4, 50 + 5 * i
+        recheck = f" {RECHECKS[i % 3].format(n, price, n * price)}" if after and i % 2 else ""
+        return f"{THINK(after, i)}{fare}{recheck}"
+
+    discovery = DiscoverySplit(said_facts(population(PLAIN, reasoning, lambda a, i: []), "money", r"\$\d"),
+                               splitter=split_on_periods)  # fmt: skip
+    draft = extractive_draft(source("reasoning", ("money",), ("structural",)), set(), discovery)
+    assert draft is not None and draft.provenance.get("from_fact") == "money"
+    [quoted] = re.findall(r'like "([^"]+)"', draft.statement)
+    assert any(quoted.startswith(r.split("{}")[0]) for r in RECHECKS), draft.statement
+    assert draft.hits <= fires_where(discovery, "reasoning", "once more|again|to be sure")
+
+
+def test_a_fact_that_is_the_change_stays_the_fact() -> None:
+    """Amounts quoted in every later turn, each in its own words: no set of its sentences separates the
+    checkpoints better than the fact, which stays the finding."""
+    said = [
+        "The fare is ${}.",
+        "Your refund of ${} is on its way.",
+        "A fee of ${} applies.",
+        "That leaves ${} on the card.",
+    ]
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {said[i % 4].format(100 + i)}" if after else THINK(after, i)
+
+    discovery = DiscoverySplit(said_facts(population(PLAIN, reasoning, lambda a, i: []), "money", r"\$\d"),
+                               splitter=split_on_periods)  # fmt: skip
+    draft = extractive_draft(source("reasoning", ("money",), ("structural",)), set(), discovery)
+    assert draft is not None and "from_fact" not in draft.provenance
+    assert draft.statement.startswith("Mentions an amount of money: 0% -> 100% of reasoning turns")
+
+
 def test_a_lexical_sources_sentences_are_its_own_ngrams_not_the_longer_phrase_stated() -> None:
     """A one-word n-gram ("since") that is not itself a behaviour, in a behaviour written around many objects:
     the phrases around it ("fees since") each hold one object's turns, its sentences all of them. The draft is

@@ -139,6 +139,17 @@ _TEXT_FEATURES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("text:tool_call_as_json", _JSON_CALL),
 )
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.MULTILINE)
+# Text features of what a sentence says, not of its form (bold, a call written as JSON): the sentences that match
+# one are where a finding of it was said (`said_in`)
+_SAID = {
+    name: pattern for name, pattern in _TEXT_FEATURES if name not in ("markdown:emphasis", "text:tool_call_as_json")
+}
+
+
+def said_in(name: str) -> re.Pattern[str] | None:
+    """The pattern a sentence that says the text feature `name` matches (an apology, a policy citation, an amount
+    of money); None for a feature of form, of tool calls or of length, which no one sentence says."""
+    return _SAID.get(name)
 
 
 def label(name: str) -> str:
