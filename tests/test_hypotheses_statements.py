@@ -122,6 +122,22 @@ def test_a_fact_a_kind_shows_only_in_passing_is_not_counted_among_that_kind() ->
     assert draft.statement.endswith(": 0% -> 50% of tool calls (0% -> 50% of rollouts)")
 
 
+def test_a_fact_about_messages_drafted_from_two_kinds_is_one_finding() -> None:
+    """Text beside a tool call in one message marks both segments; drafted from the text-turn row and from the
+    tool-call row it is one change, merged into the broader count, not two findings and two held-out tests."""
+    pop = population(PLAIN, THINK, lambda a, i: [])
+    beside = (pl.col("checkpoint") == "after") & (pl.col("rollout_key") % 3 > 0) & (pl.col("kind") != "reasoning")
+    fact = pl.when(beside).then(pl.lit(["message:text_with_tool_call"])).otherwise(pl.col("structural"))
+    discovery = DiscoverySplit(replace(pop, segments=pop.segments.with_columns(structural=fact)), split_on_periods)
+    name = ("message:text_with_tool_call",)
+    drafts = [extractive_draft(source(kind, name, ("structural",)), set(), discovery) for kind in ("text", "tool_call")]
+    assert all(d is not None for d in drafts) and {d.kinds for d in drafts} == {("text",), ("tool_call",)}
+    [kept] = merge_near_duplicates(drafts, discovery)
+    [merged] = kept.provenance["merged"]
+    assert merged["relation"] == "the same fact about messages, in other turns" and kept.kinds == ("text",)
+    assert {kept.statement, merged["statement"]} == {d.statement for d in drafts}
+
+
 def test_a_structural_cluster_drafts_its_best_feature_not_the_union() -> None:
     """Probe values that cluster with error results (the probes fail) draft the probe feature alone: the union
     would also label every ordinary failed call, in both checkpoints."""
