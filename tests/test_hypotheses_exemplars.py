@@ -16,7 +16,7 @@ import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
 from engine.hypotheses.exemplars import best_f1_threshold, fit_exemplars, matched_by
-from engine.hypotheses.geometry import neighbouring
+from engine.hypotheses.geometry import bisect, neighbouring
 from engine.hypotheses.merge import MIN_EXEMPLARS_MATCHED
 from engine.hypotheses.strays import strays
 from engine.hypotheses.verifier import SegmentView, SpecError, Verifier, describe
@@ -548,3 +548,18 @@ def test_a_stock_sentence_dropped_from_the_exemplars_is_not_matched_again_with_m
         )
     ]
     assert [v.label for v in verifier(told.node(), embedder).label_all(turns)] == [False, True]
+
+
+@pytest.mark.parametrize("n", [12, 40, 1000])
+def test_bisect_parts_two_groups_by_their_principal_direction_the_first_row_outside(n: int) -> None:
+    """Two groups of rows, fewer or more than the dimensions (the projections then come from either Gram
+    matrix): each group on one side, the first row's group the unmarked one, however the rows are ordered."""
+    rng = np.random.default_rng(n)
+    centre = np.eye(16)[0] * 4
+    rows = np.r_[rng.normal(size=(n // 2, 16)) + centre, rng.normal(size=(n - n // 2, 16)) - centre]
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    group = np.arange(n) >= n // 2
+    for order in (np.arange(n), np.arange(n)[::-1]):
+        side = bisect(rows[order])
+        assert side is not None and not side[0]
+        assert (side == (group[order] != group[order][0])).all()
