@@ -39,8 +39,8 @@ def perfect_labeler_p(
 ) -> dict[str, list[float | None]]:
     """Per behaviour, the held-out test's p-value (one per split tested on, in `TESTED_ON` order) with the
     planted segments (`planted`: split -> behaviour -> segment ids) as its labels, on the segments of its kind,
-    in its planted direction, between the benchmark's checkpoints 'before' and 'after': the smallest p any
-    labeler of it could hope for, give or take chance. Empty lists where the store holds nothing out."""
+    in its planted direction, between the benchmark's checkpoints 'before' and 'after': what a labeler of
+    exactly the behaviour would get. Empty lists where the store holds nothing out."""
     mode = str(store.meta("split_mode") or "")
     out: dict[str, list[float | None]] = {b.name: [] for b in behaviours}
     if not behaviours:
