@@ -395,8 +395,8 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
     yield (
         "Perfect labeler's p: the held-out test of the behaviour with its planted segments as the labels "
         f"(`engine.planted_oracle`), on held-out tasks; in a small study on each fold ({folds}), as its "
-        "findings are tested on either. Where it is far above the level, no labeler could confirm the "
-        "behaviour in this study: a miss there is the study's size, not rldiff's drafting."
+        "findings are tested on either. Where it is far above the level, not even a labeler of exactly the "
+        "behaviour confirms it in this study: a miss there is the study's size, not rldiff's drafting."
     )
     yield ""
     yield (
