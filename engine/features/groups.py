@@ -182,9 +182,7 @@ def _model(
     else:
         sims = _leave_out(vectors, model)
         skip = unscored or [None] * len(members)
-        thresholds = np.array(
-            [best_threshold(sims[:, g], rows, skip[g]) for g, rows in enumerate(members)], np.float32
-        )
+        thresholds = np.array([best_threshold(sims[:, g], rows, skip[g]) for g, rows in enumerate(members)], np.float32)
     return GroupModel(model.exemplars, owner, thresholds, chosen, members)
 
 
