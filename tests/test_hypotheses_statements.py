@@ -213,23 +213,42 @@ def test_a_new_tool_drafted_apart_from_several_calls_takes_its_place_in_the_merg
     tool is its narrower wording."""
     new_tool = lambda after, i: "check_policy" if after and i < 15 else None  # noqa: E731
     batched = lambda after, i: new_tool(after, i) or ("update_order" if after and i >= 45 else None)  # noqa: E731
-    tool, several = (
-        {"tool_name": "check_policy"},
-        {"all": [{"kind": "tool_call"}, {"structural": "message:several_tool_calls"}]},
-    )
-    for second, spec in ((new_tool, tool), (batched, several)):
-        discovery = DiscoverySplit(added_calls_population(second))
-        drafts = [
-            extractive_draft(source("tool_call", (name,), ("structural",)), set(), discovery)
-            for name in ("message:several_tool_calls", "tool:check_policy")
-        ]
-        assert all(d is not None for d in drafts)
-        [kept] = merge_near_duplicates(drafts, discovery)
-        assert kept.spec == spec
-        [merged] = kept.provenance["merged"]
-        assert merged["relation"] == (
-            "true of the messages holding this finding's segments" if second is new_tool else "narrower wording"
-        )
+    several = {"all": [{"kind": "tool_call"}, {"structural": "message:several_tool_calls"}]}
+    discovery = DiscoverySplit(added_calls_population(new_tool))
+    hits, _, z = discovery.evaluate(discovery.verifier(several), ("tool_call",))
+    _, segs = discovery.index(("tool_call",))
+    shape = Draft("One of several tool calls in one message", "increase", "verifier", several, "extractive", z, 0.2,
+                  {"feature_ids": [1], "structural_feature": "message:several_tool_calls"},
+                  frozenset(segs["segment_id"].to_numpy()[hits].tolist()), ("tool_call",))  # fmt: skip
+    tool = extractive_draft(source("tool_call", ("tool:check_policy",), ("structural",)), set(), discovery)
+    assert tool is not None and tool.spec == {"tool_name": "check_policy"}
+    [kept] = merge_near_duplicates([shape, tool], discovery)
+    assert kept.spec == tool.spec
+    assert [m["relation"] for m in kept.provenance["merged"]] == [
+        "true of the messages holding this finding's segments"
+    ]
+
+    discovery = DiscoverySplit(added_calls_population(batched))
+    drafts = [
+        extractive_draft(source("tool_call", (name,), ("structural",)), set(), discovery)
+        for name in ("message:several_tool_calls", "tool:check_policy")
+    ]
+    assert all(d is not None for d in drafts)
+    [kept] = merge_near_duplicates(drafts, discovery)
+    assert kept.spec == several
+    assert [m["relation"] for m in kept.provenance["merged"]] == ["narrower wording"]
+
+
+def test_a_message_shape_names_the_new_tool_its_messages_carry() -> None:
+    """A small study's fold may not test the new tool's own row (paraphrased seed 41: "One of several tool calls
+    in one message: 0% -> 30% of tool calls"); the message shape's source then names the tool called in its
+    messages that carries its change, as a cluster's member would be."""
+    new_tool = lambda after, i: "check_policy" if after and i < 15 else None  # noqa: E731
+    discovery = DiscoverySplit(added_calls_population(new_tool))
+    draft = extractive_draft(source("tool_call", ("message:several_tool_calls",), ("structural",)), set(), discovery)
+    assert draft is not None
+    assert draft.spec == {"all": [{"kind": "tool_call"}, {"structural": "tool:check_policy"}]}
+    assert draft.statement.startswith("Calls tool check_policy: 0% -> ")
 
 
 def test_a_fact_labelling_the_same_segments_as_a_phrase_takes_its_place() -> None:
