@@ -21,7 +21,7 @@ from engine.store import Store
 
 # Where a finding of each split mode is tested: a task split on held-out tasks, a small study's folds each on
 # the other; with nothing held out nothing is tested.
-TESTED_ON: dict[str, tuple[Split, ...]] = {
+SPLITS_TESTED: dict[str, tuple[Split, ...]] = {
     "task": (HELDOUT,),
     "environment": (HELDOUT,),
     "rollout": (HELDOUT, DISCOVERY),
@@ -37,7 +37,7 @@ def perfect_labeler_p(
     n_permutations: int = 2000,
     seed: int = 0,
 ) -> dict[str, list[float | None]]:
-    """Per behaviour, the held-out test's p-value (one per split tested on, in `TESTED_ON` order) with the
+    """Per behaviour, the held-out test's p-value (one per split tested on, in `SPLITS_TESTED` order) with the
     planted segments (`planted`: split -> behaviour -> segment ids) as its labels, on the segments of its kind,
     in its planted direction, between the benchmark's checkpoints 'before' and 'after': what a labeler of
     exactly the behaviour would get. Empty lists where the store holds nothing out."""
@@ -45,7 +45,7 @@ def perfect_labeler_p(
     out: dict[str, list[float | None]] = {b.name: [] for b in behaviours}
     if not behaviours:
         return out
-    for split in TESTED_ON.get(mode, ()):
+    for split in SPLITS_TESTED.get(mode, ()):
         population = load_population(store, "before", "after", split)
         ids = planted.get(split, {})
         labels = pl.concat(
@@ -58,7 +58,7 @@ def perfect_labeler_p(
             for j, b in enumerate(behaviours)
         )
         claims = [Claim(j, b.direction) for j, b in enumerate(behaviours)]
-        rng = np.random.default_rng([seed, TESTED_ON[mode].index(split)])
+        rng = np.random.default_rng([seed, SPLITS_TESTED[mode].index(split)])
         results = validate(
             population, labels, claims, rng, fdr=fdr, n_permutations=n_permutations, new_tasks=mode != "rollout"
         )

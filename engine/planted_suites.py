@@ -36,7 +36,7 @@ from engine.planted import (
     run_planted_benchmark,
     score,
 )
-from engine.planted_oracle import TESTED_ON, perfect_labeler_p
+from engine.planted_oracle import SPLITS_TESTED, perfect_labeler_p
 from engine.planted_paraphrase import (
     PARAPHRASED,
     REPLIES,
@@ -149,7 +149,8 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
             folder = _folder(work, suite, seed)
             stores = {RLDIFF: folder / "study", ABLATION: folder / "ablation"}
             truth_file = folder / "files" / "ground_truth.json"
-        truth = _read_truth(truth_file) if suite != "unmodified" else []
+        rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
+        truth = _planted_segments(rows)
         scores: dict[str, Score] = {}
         perfect: dict[str, list[float | None]] = {}
         for method, path in stores.items():
@@ -160,7 +161,7 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
                         perfect = _perfect(store, truth, behaviours, replace(last_config(store), fdr=fdr))
                 scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
         if suite in _VARIED:
-            texts = [r["planted"] for r in json.loads(truth_file.read_text())]
+            texts = [r["planted"] for r in rows]
             report.variety.setdefault(seed, []).extend(variety(Planted(Path(), Path(), truth, texts), seed))
         counts = _counts(truth, behaviours)
         report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"], perfect))
@@ -168,9 +169,9 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
     return report
 
 
-def _read_truth(path: Path) -> list[PlantedSegment]:
-    """The planted segments of a suite's `ground_truth.json`."""
-    return [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in json.loads(path.read_text())]
+def _planted_segments(rows: list[dict[str, Any]]) -> list[PlantedSegment]:
+    """The planted segments of a suite's `ground_truth.json` rows."""
+    return [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in rows]
 
 
 def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
@@ -248,7 +249,8 @@ def run_suites(
         scores = {RLDIFF: bench.planted, BASELINE: bench.planted_baseline}
         folder = work / f"fixed-{seed}"
         with Store(folder / "planted.duckdb") as store:
-            perfect = _perfect(store, _read_truth(folder / "planted" / "ground_truth.json"), BEHAVIOURS, config)
+            truth = _planted_segments(json.loads((folder / "planted" / "ground_truth.json").read_text()))
+            perfect = _perfect(store, truth, BEHAVIOURS, config)
         seconds = time.perf_counter() - start
         report.results.append(SuiteResult("fixed", seed, names, scores, bench.planted_counts, seconds, perfect))
         report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
@@ -391,7 +393,7 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
                 + " |"
             )
     yield ""
-    folds = " / ".join(TESTED_ON["rollout"])
+    folds = " / ".join(SPLITS_TESTED["rollout"])
     yield (
         "Perfect labeler's p: the held-out test of the behaviour with its planted segments as the labels "
         f"(`engine.planted_oracle`), on held-out tasks; in a small study on each fold ({folds}), as its "
