@@ -35,9 +35,19 @@ KINDS = SEGMENT_KINDS
 
 
 def lexical_sources(
-    discovery: DiscoverySplit, rng: np.random.Generator, *, fdr: float, n_permutations: int, limit: int = MAX_LEXICAL
+    discovery: DiscoverySplit,
+    rng: np.random.Generator,
+    *,
+    fdr: float,
+    n_permutations: int,
+    draft_fdr: float | None = None,
+    limit: int = MAX_LEXICAL,
 ) -> list[DraftSource]:
-    """Significant n-gram sources, strongest (lowest q, then largest delta) first within each kind."""
+    """N-gram sources at q < `draft_fdr` (default `fdr`), strongest (lowest q, then largest delta) first within
+    each kind. Which n-grams are tested (Tarone) and where p-values are refined follow `fdr`, the level the
+    other fold's test holds them to; a small study's folds draft at a looser q (`crossfit.DRAFT_FDR`), as its
+    features are."""
+    below = fdr if draft_fdr is None else draft_fdr
     population = discovery.population
     keys, is_after, task, _ = population.rollout_arrays()
     row_of = {int(k): i for i, k in enumerate(keys)}
@@ -87,7 +97,7 @@ def lexical_sources(
     sources = []
     for i, ((kind, grams), result) in enumerate(zip(meta, results, strict=True)):
         qk = q[offsets[i] : offsets[i + 1]]
-        frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < fdr)
+        frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < below)
         index, _ = discovery.index((kind,))
         chosen: list[np.ndarray] = []
         for gram, delta, qv in frame.sort(

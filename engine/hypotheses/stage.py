@@ -98,7 +98,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         cross_fitted = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
         draft_fdr = max(config.fdr, DRAFT_FDR) if cross_fitted else config.fdr
         sources = load_sources(store, draft_fdr)
-        drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, rng, progress)
+        drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, draft_fdr, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, *config.checkpoints, HELDOUT)
@@ -108,7 +108,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         if cross_fitted:
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
             sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), draft_fdr)
-            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, rng, progress)
+            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, draft_fdr, rng, progress)
             folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY))  # a behaviour is tested once
             judge_dropped += dropped_b
             sources += sources_b
@@ -183,12 +183,13 @@ def _draft_fold(
     discovery: DiscoverySplit,
     session: LLMSession | None,
     config: AnalyzeConfig,
+    draft_fdr: float,
     rng: np.random.Generator,
     progress: Progress,
 ) -> tuple[list[Draft], int]:
-    """Drafts from `sources` and the fold's lexical sources (added to `sources`), all checked on the fold
-    they are drafted on; also how many judge drafts that check dropped."""
-    sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
+    """Drafts from `sources` and the fold's lexical sources at q < `draft_fdr` (added to `sources`), all checked
+    on the fold they are drafted on; also how many judge drafts that check dropped."""
+    sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations, draft_fdr=draft_fdr)
     fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
     fold_ids = discovery.population.segments["segment_id"].to_list()
     fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(fold_ids))
