@@ -962,6 +962,40 @@ def test_a_labeler_holding_a_sentence_both_checkpoints_say_is_narrowed_to_its_be
     assert "(a similar sentence in 15 discovery reasoning turns" in narrowed.statement
 
 
+def stray_draft(stray_turns: tuple[set[int], set[int]]) -> tuple[DiscoverySplit, Draft]:
+    """A labeler of the gentle sentence, said in half the after turns, and of the refund sentence, said in the
+    after and before turns `stray_turns`."""
+
+    def reasoning(after: bool, i: int) -> str:
+        said = GENTLE if after and i % 2 == 0 else REFUND if i in stray_turns[not after] else None
+        ordinary = f"Check their {THINGS[i % 12]} now."
+        return f"{ordinary} {said}." if said else ordinary
+
+    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
+    node = {"exemplars": [f"{GENTLE}.", f"{REFUND}."], "min_similarity": 0.8}
+    spec = {"all": [{"kind": "reasoning"}, {"similar_to": node}]}
+    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
+    index, _ = discovery.index(("reasoning",))
+    draft = Draft(f'More reasoning turns like "{GENTLE}."', "increase", "verifier", spec, "extractive", z, delta,
+                  {"feature_ids": [1], "words": [], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
+                  ("reasoning",))  # fmt: skip
+    return discovery, draft
+
+
+def test_a_stock_sentence_both_checkpoints_say_is_left_out_of_a_finding() -> None:
+    """A sentence of another behaviour nearest under a quarter of the labeler's evidence, said in enough turns
+    of both checkpoints to show a change and showing none (5 turns after, 4 before: a stock reply, as shift seed
+    5309's rating request held "Please confirm if you would like me to proceed"), is not counted as the
+    finding's behaviour; the same sentence in 3 turns, all after, is too few to tell and stays."""
+    discovery, draft = stray_draft(({1, 13, 25, 37, 49}, {1, 16, 31, 46}))
+    [narrowed] = parted(draft, discovery)
+    assert exemplar_texts(similar_nodes(narrowed.spec)) == [f"{GENTLE}."]
+    assert narrowed.provenance["other_behaviour"] == [f"{REFUND}."]
+    assert "(a similar sentence in 30 discovery reasoning turns" in narrowed.statement
+    discovery, draft = stray_draft(({1, 13, 25}, set()))
+    assert parted(draft, discovery) == [draft]
+
+
 def test_templates_of_one_behaviour_nearer_each_other_than_anything_else_said_are_one_finding() -> None:
     """Two templates of one behaviour in different turns, each labeler too tight to match the other's sentence
     and their quotes apart (paraphrased seed 3001 listed fewer empathy four times so), are each other's nearest
@@ -1420,8 +1454,10 @@ def test_a_behaviour_inside_a_labeler_with_one_of_its_sentences_stays_its_own_fi
         d.spec["all"][1]["similar_to"]["exemplars"][0] in said
         for d, said in zip(kept, (RECHECK, OUT_OF_SCOPE), strict=True)
     )
-    assert [d.hits for d in kept] == [recheck.hits, scope.hits]
-    assert all(d.provenance["merged"] == [] for d in kept)
+    assert kept[0].hits == recheck.hits and all(d.provenance["merged"] == [] for d in kept)
+    # at the out-of-scope labeler's loose threshold one exemplar also labels ordinary turns of both
+    # checkpoints, many and with no change: it is left out, and the finding counts out-of-scope turns only
+    assert kept[1].provenance["other_behaviour"] == [OUT_OF_SCOPE[5]] and min(kept[1].hits) >= N
     # the same out-of-scope draft inside a labeler of its own behaviour is a narrower wording of it
     broader = reasoning_draft(OUT_OF_SCOPE, range(1, 40, 2))
     [one] = merge_near_duplicates([broader, scope], discovery)

@@ -12,6 +12,7 @@ from engine.hypotheses.absorbed import take_in
 from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import exemplar_texts, matched_rows, similar_nodes
 from engine.hypotheses.geometry import behaviours, nearer_unrelated
+from engine.hypotheses.ngrams import two_proportion_z
 from engine.hypotheses.relabel import evidence_of, keeping, labelled_by, quote_of, quoting_the_most, restated
 
 MIN_BEHAVIOUR_SHARE = 0.25  # a behaviour this share of a labeler's positives is nearest is a finding (`parted`)
@@ -75,11 +76,18 @@ def each_exemplar_once(kept: list[Draft], discovery: DiscoverySplit) -> list[Dra
 def parted(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     """The exemplar draft as one draft per behaviour its labeler counts. Its exemplars are grouped by where they
     lie among the other discovery sentences of its kinds (`geometry.behaviours`); each group that at least
-    MIN_BEHAVIOUR_SHARE of its discovery evidence is nearest (the smaller groups stay with the largest) is
-    labelled alone. When two or more of them separate the discovery checkpoints in the draft's direction
-    (z >= MIN_Z), each is a draft (provenance `apart`: the others' quotes); when one does, better than the
-    whole labeler, the draft is narrowed to it (`other_behaviour`: the exemplars dropped); otherwise it stays as
-    it was. A labeler fitted to a broad source covers what the source fires on, and its finding quotes one
+    MIN_BEHAVIOUR_SHARE of its discovery evidence is nearest is labelled alone; a smaller group stays with the
+    largest, unless it shows no change of its own though it labels enough segments to show one (`_stray`):
+    such a stray is another behaviour than the finding's and no part of its change, and is left out. When two
+    or more parts separate the discovery checkpoints in the draft's direction (z >= MIN_Z), each is a draft
+    (provenance `apart`: the others' quotes); when one does, the draft is narrowed to it (`other_behaviour`:
+    the exemplars dropped), if strays were left out or it separates better than the whole labeler. A stray
+    that leans with the change by chance separates the checkpoints a little better, and was counted as the
+    finding's behaviour (shift suite, seed 5309: a rating request's labeler held the stock "Please confirm if
+    you would like me to proceed ...", a group of its own, 31% of its held-out positives, and stayed
+    inconclusive; without it, validated).
+    Otherwise the draft stays as it was.
+    A labeler fitted to a broad source covers what the source fires on, and its finding quotes one
     thing: on the tau2 sample "Fewer segments like 'Even a human agent cannot make changes to the number of
     passengers.'" also counted the closings "Safe travels!" and "Thank you for choosing us ...", 43% of its
     positives, and its words were theirs ("safe, travels"). Each part quotes what its positives are like (and
@@ -96,13 +104,17 @@ def parted(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     nearest = (embed(evidence) @ exemplar_vectors.T).argmax(axis=1)
     share = np.bincount(group[nearest], minlength=group.max() + 1) / len(evidence)
     major = [int(g) for g in np.argsort(-share, kind="stable") if share[g] >= MIN_BEHAVIOUR_SHARE]
-    if len(major) < 2:
+    if not major:
         return [draft]
-    owner = np.where(np.isin(group, major), group, major[0])
+    minor = [int(g) for g in np.unique(group) if g not in major]
+    stray = [g for g in minor if _stray(draft, {t for t, h in zip(texts, group, strict=True) if h == g}, discovery)]
+    if len(major) < 2 and not stray:
+        return [draft]
+    owner = np.where(np.isin(group, major), group, np.where(np.isin(group, stray), -1, major[0]))
     members = [{t for t, o in zip(texts, owner, strict=True) if o == g} for g in major]
     parts = [labelled_by(draft, keeping(draft, m.__contains__), discovery) for m in members]
     parts = [p for p in parts if p.score >= MIN_Z]
-    if not parts or (len(parts) == 1 and parts[0].score <= draft.score):
+    if not parts or (len(parts) == 1 and not stray and parts[0].score <= draft.score):
         return [draft]
     kept = {t for p in parts for t in exemplar_texts(similar_nodes(p.spec))}
     by_evidence = np.argsort(-np.bincount(nearest, minlength=len(texts)), kind="stable")
@@ -121,6 +133,23 @@ def parted(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     for i, part in enumerate(out if len(out) > 1 else []):
         part.provenance["apart"] = [q for j, q in enumerate(quotes) if j != i]
     return out
+
+
+def _stray(draft: Draft, texts: set[str], discovery: DiscoverySplit) -> bool:
+    """Whether the draft's exemplars `texts`, as a labeler alone, show no change though they label enough
+    segments to show one: they do not separate the discovery checkpoints in its direction (z < MIN_Z), while as
+    many segments split between the checkpoints as the draft's positives are would (z >= MIN_Z). A stock
+    sentence said in many turns of both checkpoints is such a stray; a paraphrase of the behaviour that labels
+    a few turns, all of the checkpoint with more, is too small to tell, and stays."""
+    alone = labelled_by(draft, keeping(draft, texts.__contains__), discovery)
+    if alone.score >= MIN_Z:
+        return False
+    index, _ = discovery.index(draft.kinds)
+    positives = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
+    n_after = int(index.is_after.sum())
+    after = round(len(alone.hits) * positives[index.is_after].sum() / max(int(positives.sum()), 1))
+    z = two_proportion_z(after, n_after, len(alone.hits) - after, index.is_after.size - n_after)
+    return (z if draft.direction == "increase" else -z) >= MIN_Z
 
 
 def _without_exemplars(draft: Draft, gone: list[str], discovery: DiscoverySplit) -> Draft | None:
