@@ -918,14 +918,14 @@ THINGS = ["seat", "bag", "fare", "meal", "route", "name", "card", "trip", "date"
 GENTLE, REFUND = "Acknowledge their disappointment gently first", "Confirm the refund amount twice"
 
 
-def gentle_and_refund(refund_before: bool) -> tuple[DiscoverySplit, Draft]:
-    """A labeler of two unrelated sentences, each said in a quarter of the after turns (and the second in as
-    many before ones with `refund_before`), beside ordinary sentences that share a word with the first."""
+def gentle_labeler(said: Callable[[bool, int], str | None], words: list[str]) -> tuple[DiscoverySplit, Draft]:
+    """A draft quoting the gentle sentence whose labeler holds it and the refund sentence, over ordinary
+    reasoning turns that share a word with the first, each turn adding the sentence `said(after, i)` (if any)."""
 
     def reasoning(after: bool, i: int) -> str:
-        said = {0: GENTLE if after else None, 1: REFUND if after or refund_before else None}.get(i % 4)
+        sentence = said(after, i)
         ordinary = f"Check their {THINGS[i % 12]} now."
-        return f"{ordinary} {said}." if said else ordinary
+        return f"{ordinary} {sentence}." if sentence else ordinary
 
     discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
     node = {"exemplars": [f"{GENTLE}.", f"{REFUND}."], "min_similarity": 0.8}
@@ -933,9 +933,18 @@ def gentle_and_refund(refund_before: bool) -> tuple[DiscoverySplit, Draft]:
     hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
     index, _ = discovery.index(("reasoning",))
     draft = Draft(f'More reasoning turns like "{GENTLE}."', "increase", "verifier", spec, "extractive", z, delta,
-                  {"feature_ids": [1], "words": ["refund"], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
+                  {"feature_ids": [1], "words": words, "merged": []}, frozenset(index.segment_ids[hits].tolist()),
                   ("reasoning",))  # fmt: skip
     return discovery, draft
+
+
+def gentle_and_refund(refund_before: bool) -> tuple[DiscoverySplit, Draft]:
+    """A labeler of two unrelated sentences, each said in a quarter of the after turns (and the second in as
+    many before ones with `refund_before`)."""
+    return gentle_labeler(
+        lambda after, i: {0: GENTLE if after else None, 1: REFUND if after or refund_before else None}.get(i % 4),
+        ["refund"],
+    )
 
 
 def test_a_labeler_of_two_behaviours_is_parted_into_a_finding_for_each() -> None:
@@ -965,21 +974,9 @@ def test_a_labeler_holding_a_sentence_both_checkpoints_say_is_narrowed_to_its_be
 def stray_draft(stray_turns: tuple[set[int], set[int]]) -> tuple[DiscoverySplit, Draft]:
     """A labeler of the gentle sentence, said in half the after turns, and of the refund sentence, said in the
     after and before turns `stray_turns`."""
-
-    def reasoning(after: bool, i: int) -> str:
-        said = GENTLE if after and i % 2 == 0 else REFUND if i in stray_turns[not after] else None
-        ordinary = f"Check their {THINGS[i % 12]} now."
-        return f"{ordinary} {said}." if said else ordinary
-
-    discovery = DiscoverySplit(population(PLAIN, reasoning, lambda a, i: []), splitter=split_on_periods)
-    node = {"exemplars": [f"{GENTLE}.", f"{REFUND}."], "min_similarity": 0.8}
-    spec = {"all": [{"kind": "reasoning"}, {"similar_to": node}]}
-    hits, delta, z = discovery.evaluate(discovery.verifier(spec), ("reasoning",))
-    index, _ = discovery.index(("reasoning",))
-    draft = Draft(f'More reasoning turns like "{GENTLE}."', "increase", "verifier", spec, "extractive", z, delta,
-                  {"feature_ids": [1], "words": [], "merged": []}, frozenset(index.segment_ids[hits].tolist()),
-                  ("reasoning",))  # fmt: skip
-    return discovery, draft
+    return gentle_labeler(
+        lambda after, i: GENTLE if after and i % 2 == 0 else REFUND if i in stray_turns[not after] else None, []
+    )
 
 
 def test_a_stock_sentence_both_checkpoints_say_is_left_out_of_a_finding() -> None:
