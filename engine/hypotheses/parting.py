@@ -81,17 +81,16 @@ def parted(draft: Draft, discovery: DiscoverySplit) -> list[Draft]:
     such a stray is another behaviour than the finding's and no part of its change, and is left out. When two
     or more parts separate the discovery checkpoints in the draft's direction (z >= MIN_Z), each is a draft
     (provenance `apart`: the others' quotes); when one does, the draft is narrowed to it (`other_behaviour`:
-    the exemplars dropped), if strays were left out or it separates better than the whole labeler. A stray
-    that leans with the change by chance separates the checkpoints a little better, and was counted as the
-    finding's behaviour (shift suite, seed 5309: a rating request's labeler held the stock "Please confirm if
-    you would like me to proceed ...", a group of its own, 31% of its held-out positives, and stayed
-    inconclusive; without it, validated).
-    Otherwise the draft stays as it was.
-    A labeler fitted to a broad source covers what the source fires on, and its finding quotes one
-    thing: on the tau2 sample "Fewer segments like 'Even a human agent cannot make changes to the number of
-    passengers.'" also counted the closings "Safe travels!" and "Thank you for choosing us ...", 43% of its
-    positives, and its words were theirs ("safe, travels"). Each part quotes what its positives are like (and
-    is named by its own words, `in_own_words`); the first keeps what the draft had absorbed."""
+    the exemplars dropped) if strays were left out or it separates better than the whole labeler; otherwise it
+    stays as it was. A stray that leans with the change by chance separates the checkpoints a little better,
+    and was counted as the finding's behaviour (shift suite, seed 5309: a rating request's labeler held the
+    stock "Please confirm if you would like me to proceed ...", a group of its own, 31% of its held-out
+    positives, and stayed inconclusive; without it, validated). A labeler fitted to a broad source covers
+    what the source fires on, and its finding quotes one thing: on the tau2 sample "Fewer segments like 'Even a
+    human agent cannot make changes to the number of passengers.'" also counted the closings "Safe travels!"
+    and "Thank you for choosing us ...", 43% of its positives, and its words were theirs ("safe, travels").
+    Each part quotes what its positives are like (and is named by its own words, `in_own_words`); the first
+    keeps what the draft had absorbed."""
     nodes = similar_nodes(draft.spec)
     texts = exemplar_texts(nodes)
     evidence = evidence_of(draft, discovery) if len(texts) > 1 else []
