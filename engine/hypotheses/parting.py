@@ -139,7 +139,9 @@ def _stray(draft: Draft, texts: set[str], discovery: DiscoverySplit) -> bool:
     segments to show one: they do not separate the discovery checkpoints in its direction (z < MIN_Z), while as
     many segments split between the checkpoints as the draft's positives are would (z >= MIN_Z). A stock
     sentence said in many turns of both checkpoints is such a stray; a paraphrase of the behaviour that labels
-    a few turns, all of the checkpoint with more, is too small to tell, and stays."""
+    a few turns, all of the checkpoint with more, is too small to tell, and stays. (`strays.strays` tests each
+    exemplar's lean while a labeler is fitted; this tests a group of them once its finding is drafted, by the
+    change it shows alone, which a lean near the others' by chance does not hide.)"""
     alone = labelled_by(draft, keeping(draft, texts.__contains__), discovery)
     if alone.score >= MIN_Z:
         return False
