@@ -152,11 +152,29 @@ def test_matched_by_says_how_much_of_a_labelers_positives_the_quote_stands_for()
     spec = {"all": [{"kind": "text"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.5}}]}
     evidence = ["The grader checks my reply."] * 2 + ["Your booking total is shown."] * 5 + ["Refunds take a week."]
     shares = matched_by(spec, evidence, WordEmbedder())
-    assert [(s["exemplar"], s["share"]) for s in shares] == [
-        (exemplars[0], 2 / 8), (exemplars[1], 5 / 8), (exemplars[2], 1 / 8)
+    assert [(s["exemplar"], s["share"], s["wordings"]) for s in shares] == [
+        (exemplars[0], 2 / 8, 1), (exemplars[1], 5 / 8, 1), (exemplars[2], 1 / 8, 1)
     ]  # fmt: skip
     assert matched_by({"tool_name": "search"}, evidence, WordEmbedder()) == []
     assert matched_by(spec, [], WordEmbedder()) == []
+
+
+def test_matched_by_counts_the_wordings_of_one_sentence_together() -> None:
+    """Near-copies of the quoted sentence split its positives among them (the tau2 sample: "However, according
+    to our policy, I must inform you ..." quoted at 0% beside seven other wordings of it, 100% together): the
+    wordings of one sentence (cosine >= 0.8) are one share, named by the quote or by the wording most gone to."""
+    policy = [
+        "According to our policy I must inform you that the passengers cannot change.",
+        "According to our policy I must inform you that the passengers can not change.",
+        "According to our policy I must tell you that the passengers cannot change.",
+    ]
+    exemplars = [*policy, "Your booking total is ready.", "Your booking total is ready now."]
+    spec = {"all": [{"kind": "text"}, {"similar_to": {"exemplars": exemplars, "min_similarity": 0.5}}]}
+    evidence = [policy[1]] * 3 + [policy[2]] * 3 + ["Your booking total is ready now."] * 2
+    shares = matched_by(spec, evidence, WordEmbedder())
+    assert [(s["exemplar"], s["share"], s["wordings"]) for s in shares] == [
+        (policy[0], 6 / 8, 3), (exemplars[4], 2 / 8, 2)
+    ]  # fmt: skip
 
 
 def test_a_user_hypothesis_like_sentences_labels_held_out_with_the_studys_embedder(tmp_path) -> None:

@@ -100,14 +100,16 @@ def test_provenance_names_a_findings_side_effects() -> None:
             "apart": ["Please hold on while I check.\x1b[31m"],
             "matched_by": [
                 {"exemplar": "Regarding your refund.", "share": 0.25},
-                {"exemplar": "- Total: $5", "share": 0.5},
+                {"exemplar": "- Total: $5", "share": 0.5, "wordings": 3},
             ],
         },
     )
     text = provenance_text(row)
     assert "2 narrower or duplicate drafts merged in" in text and "drafted on both folds, tested once" in text
     assert "drafted on held-out, tested on discovery; from ngram:regarding" in text
-    assert "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” 50%" in text
+    assert (
+        "discovery positives by nearest exemplar: the quoted one 25%, “- Total: $5” (and 2 other wordings) 50%" in text
+    )
     assert "side effects: Length: 10-49 words: 90% -> 79% of reasoning turns" in text
     assert "1 exemplar(s) both checkpoints say dropped from the labeler: “So, by the policy, payment" in text
     assert "1 exemplar(s) another finding counts dropped from the labeler: “Then again, that is outside" in text

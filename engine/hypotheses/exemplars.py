@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from engine.errors import InputError
-from engine.hypotheses.geometry import bisect, distinct_behaviours
+from engine.hypotheses.geometry import bisect, distinct_behaviours, wordings
 from engine.hypotheses.strays import strays
 from engine.kinds import SEGMENT_KINDS
 from engine.text import ngrams
@@ -396,14 +396,26 @@ def exemplar_texts(nodes: list[dict[str, Any]]) -> list[str]:
 
 def matched_by(spec: dict[str, Any], evidence: Sequence[str], embedder: Embedder) -> list[dict[str, Any]]:
     """What an exemplar labeler's positives are like: each positive's evidence (its matching sentence) goes to
-    its nearest exemplar; the quoted exemplar (the first) and the MATCHED_BY others most gone to, each with
-    its share of the positives. A statement quotes one exemplar, but a labeler fitted to a source that fires
-    on several things (a polysemantic latent) counts them all: the shares say how much of the measured change
-    the quote stands for. Empty for any other labeler or without positives."""
+    its nearest exemplar, and the wordings of one sentence (`geometry.wordings`) count as one: the quoted
+    exemplar's (the first's) and the MATCHED_BY others most gone to, each with its share of the positives and
+    how many exemplars word it (`wordings`), named by the quote or by its exemplar most gone to. A statement
+    quotes one exemplar, but a labeler fitted to a source that fires on several things (a polysemantic latent)
+    counts them all: the shares say how much of the measured change the quote stands for. Counted one exemplar
+    at a time, near-copies split it ("However, according to our policy, I must inform you ..." quoted at 0%
+    beside its seven other wordings, 100% together). Empty for any other labeler or without positives."""
     exemplars = exemplar_texts(similar_nodes(spec))
     if not exemplars or not evidence:
         return []
-    nearest = (embedder.embed(list(evidence)) @ embedder.embed(exemplars).T).argmax(axis=1)
+    vectors = embedder.embed(exemplars)
+    nearest = (embedder.embed(list(evidence)) @ vectors.T).argmax(axis=1)
     counts = np.bincount(nearest, minlength=len(exemplars))
-    others = [int(i) for i in np.argsort(-counts, kind="stable") if i != 0 and counts[i]][:MATCHED_BY]
-    return [{"exemplar": exemplars[i], "share": float(counts[i] / len(evidence))} for i in [0, *others]]
+    group = wordings(vectors)
+    shares = np.bincount(group, weights=counts, minlength=group.max() + 1) / len(evidence)
+    named = {int(group[0]): 0}
+    for i in np.argsort(-counts, kind="stable"):
+        named.setdefault(int(group[i]), int(i))
+    others = [int(g) for g in np.argsort(-shares, kind="stable") if g != group[0] and shares[g]][:MATCHED_BY]
+    return [
+        {"exemplar": exemplars[named[g]], "share": float(shares[g]), "wordings": int((group == g).sum())}
+        for g in [int(group[0]), *others]
+    ]

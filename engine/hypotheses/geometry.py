@@ -12,6 +12,7 @@ BISECT_ROUNDS = 20  # 2-means rounds at most (it settles in a few)
 # Two labelers are one behaviour when each one's exemplars are nearer the other's centre than all but this share
 # of the other sentences of their kinds (`neighbouring`; measured gap: 2.2% within a behaviour, 9.5% between)
 NEIGHBOUR_SHARE = 0.05
+SAME_SENTENCE = 0.8  # MiniLM cosine of one sentence's wordings (openers, verbs); paraphrases sit at 0.4-0.6
 
 
 def distinct_behaviours(a: np.ndarray, b: np.ndarray, ordinary: np.ndarray) -> bool:
@@ -61,6 +62,12 @@ def behaviours(rows: np.ndarray, others: np.ndarray) -> np.ndarray:
     sims = rows @ rows.T
     nearer = np.stack([_above(others @ row, sims[i]) for i, row in enumerate(rows)])  # [i, j]: nearer i than j is
     return connected_components(np.maximum(nearer, nearer.T) <= NEIGHBOUR_SHARE, directed=False)[1]
+
+
+def wordings(vectors: np.ndarray) -> np.ndarray:
+    """A group number per row of normalised `vectors`: wordings of one sentence, rows at cosine >= SAME_SENTENCE
+    (transitively, connected components), share one; groups numbered from 0 in order of their first row."""
+    return connected_components(vectors @ vectors.T >= SAME_SENTENCE, directed=False)[1]
 
 
 def bisect(vectors: np.ndarray) -> np.ndarray | None:

@@ -80,12 +80,21 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         parts.append("drafted on both folds, tested once")
     if p.get("matched_by"):  # an exemplar labeler's positives by their nearest exemplar (exemplars.matched_by)
         quote, *others = p["matched_by"]
-        like = "".join(f", “{line(o['exemplar'], QUOTE_CHARS)}” {o['share']:.0%}" for o in others)
-        parts.append(f"{tested} positives by nearest exemplar: the quoted one {quote['share']:.0%}{like}")
+        like = "".join(f", “{line(o['exemplar'], QUOTE_CHARS)}”{_wordings(o)} {o['share']:.0%}" for o in others)
+        parts.append(
+            f"{tested} positives by nearest exemplar: the quoted one{_wordings(quote)} {quote['share']:.0%}{like}"
+        )
     if p.get("side_effects"):  # drafts whose discovery change this finding's segments explain (docs/hypotheses.md)
         effects = p["side_effects"][:MAX_SIDE_EFFECTS]
         parts.append("side effects: " + " | ".join(str(e.get("statement", ""))[:120] for e in effects))
     return parts
+
+
+def _wordings(matched: dict[str, Any]) -> str:
+    """The words " (and N other wordings)" for a `matched_by` entry that stands for several exemplars, else
+    nothing (entries written before session 36 counted each exemplar alone)."""
+    n = int(matched.get("wordings", 1)) - 1
+    return f" (and {n} other wording{'s' if n > 1 else ''})" if n > 0 else ""
 
 
 def provenance_text(h: HypothesisRow) -> str:

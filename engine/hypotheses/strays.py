@@ -5,11 +5,10 @@ matches are of."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
 
+from engine.hypotheses.geometry import wordings
 from engine.hypotheses.ngrams import MIN_Z
 
-SAME_SENTENCE = 0.8  # MiniLM cosine of one sentence's wordings (openers, verbs); paraphrases sit at 0.4-0.6
 # An exemplar whose own lean is not significant (z < MIN_Z against the share of the checkpoint with more that all
 # segments have) and whose segments are this many nats likelier at that share than at the share of the exemplars
 # that lean more (`_no_lean_nats`; e^2, about 7 to 1) strays
@@ -23,7 +22,7 @@ def strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: n
     which would make the labeler fire on every turn that says it. Shares are weighted by `weight` (a sampled
     quiet segment stands for several).
 
-    Wordings of one sentence (cosine >= SAME_SENTENCE, transitively) are tested and dropped as one: each
+    Wordings of one sentence (`geometry.wordings`) are tested and dropped as one: each
     compared with the others, its near-copies among them, stood out from nothing (habit suite seed 0: nine
     wordings of "payment must come from the profile", said alike by both checkpoints, stayed nine of a
     labeler's sixteen exemplars beside sentences that assume a missing payment method, and the finding quoted
@@ -48,15 +47,9 @@ def strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: n
     little either way and stay. A wording that leans significantly on its own stays, though less than the
     others: it is the behaviour where its rate moves less (the tau2 sample's requests for confirmation, 131
     turns at 71% against 62%, beside the "clear yes" wordings that lean most)."""
-    group = _same_sentence(vectors)
+    group = wordings(vectors)
     grouped = np.stack([matched[:, group == g].any(axis=1) for g in range(group.max() + 1)], axis=1)
     return _stray_columns(grouped, more, weight)[group]
-
-
-def _same_sentence(vectors: np.ndarray) -> np.ndarray:
-    """A group number per row of normalised `vectors`: rows at cosine >= SAME_SENTENCE, transitively, share
-    one (connected components); groups numbered from 0 in order of their first row."""
-    return connected_components(vectors @ vectors.T >= SAME_SENTENCE, directed=False)[1]
 
 
 def _stray_columns(matched: np.ndarray, more: np.ndarray, weight: np.ndarray) -> np.ndarray:
