@@ -13,7 +13,15 @@ from engine.hypotheses.discovery import MIN_Z, DiscoverySplit, Draft
 from engine.hypotheses.exemplars import exemplar_texts, matched_rows, similar_nodes
 from engine.hypotheses.geometry import behaviours, nearer_unrelated
 from engine.hypotheses.ngrams import two_proportion_z
-from engine.hypotheses.relabel import evidence_of, keeping, labelled_by, quote_of, quoting_the_most, restated
+from engine.hypotheses.relabel import (
+    evidence_of,
+    keeping,
+    labelled_by,
+    positives_of,
+    quote_of,
+    quoting_the_most,
+    restated,
+)
 
 MIN_BEHAVIOUR_SHARE = 0.25  # a behaviour this share of a labeler's positives is nearest is a finding (`parted`)
 COUNTED_THERE = "its change is this finding's sentences, which its labeler also matched"
@@ -146,7 +154,7 @@ def _stray(draft: Draft, texts: set[str], discovery: DiscoverySplit) -> bool:
     if alone.score >= MIN_Z:
         return False
     index, _ = discovery.index(draft.kinds)
-    positives = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))
+    positives = positives_of(draft, discovery)
     n_after = int(index.is_after.sum())
     after = round(len(alone.hits) * positives[index.is_after].sum() / max(int(positives.sum()), 1))
     z = two_proportion_z(after, n_after, len(alone.hits) - after, index.is_after.size - n_after)

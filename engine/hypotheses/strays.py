@@ -22,11 +22,11 @@ def strays(matched: np.ndarray, more: np.ndarray, weight: np.ndarray, vectors: n
     which would make the labeler fire on every turn that says it. Shares are weighted by `weight` (a sampled
     quiet segment stands for several).
 
-    Wordings of one sentence (`geometry.wordings`) are tested and dropped as one: each
-    compared with the others, its near-copies among them, stood out from nothing (habit suite seed 0: nine
-    wordings of "payment must come from the profile", said alike by both checkpoints, stayed nine of a
-    labeler's sixteen exemplars beside sentences that assume a missing payment method, and the finding quoted
-    the stock sentence). Paraphrases of a behaviour are further apart (MiniLM 0.4-0.6) and stay apart.
+    Wordings of one sentence (`geometry.wordings`) are tested and dropped as one: each compared with the
+    others, its near-copies among them, stood out from nothing (habit suite seed 0: nine wordings of "payment
+    must come from the profile", said alike by both checkpoints, stayed nine of a labeler's sixteen exemplars
+    beside sentences that assume a missing payment method, and the finding quoted the stock sentence).
+    Paraphrases of a behaviour are further apart (MiniLM 0.4-0.6) and stay apart.
 
     The others are those that lean with the change (a higher share than all segments have) more than the
     exemplar does: a stock sentence carries none of the change, so it says nothing of the behaviour's share,
