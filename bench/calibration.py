@@ -8,12 +8,13 @@ correlated and clustered) and runs each through `engine.deltas.compute_deltas`. 
 in the per-segment behaviour; the others plant known shifts (per-segment rates, or the share of rollouts in
 which an "event" feature fires). Printed per scenario and family: size (share of null rows with p < 0.05), the
 share of studies with any false q < 0.05, FDR, CI coverage of the true effect, and power (share of planted rows
-with q < 0.05), each with its target. Beside the power, a reference on the same studies: a Cochran-Mantel-
-Haenszel test by task on pooled counts, BH in the family, with every segment (or call) an independent unit for
-segment-level rows and every rollout a unit for 'any' rows. For segment-level rows it ignores the clustering
-of segments within rollouts, so it is too liberal (its size is printed too) and its power is more than the
-usual valid tests of the design reach: where the reference is below a power target, that design does not
-carry the information for it.
+with q < 0.05), each with its target; where shifts are planted, the coverage among planted rows alone and
+their mean estimate over the truth (1 without bias). Beside the power, a reference on the same studies: a
+Cochran-Mantel-Haenszel test by task on pooled counts, BH in the family, with every segment (or call) an
+independent unit for segment-level rows and every rollout a unit for 'any' rows. For segment-level rows it
+ignores the clustering of segments within rollouts, so it is too liberal (its size is printed too) and its
+power is more than the usual valid tests of the design reach: where the reference is below a power target,
+that design does not carry the information for it.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ SCENARIOS = {
         Scenario("independent", factor_loading=0.0),  # the seeds of those above stay those of earlier runs
         Scenario("rollout_4x8", n_tasks=4, per_cell=8, n_text=10, n_events=4, event_shift=0.30),
         Scenario("rollout_40", n_tasks=40, n_events=4, event_shift=0.15),
+        # Few calls a rollout: many rollouts call a tool not at all, so a tool's within-task contrast rests on
+        # the rollouts that do (the effect is a mean over (task, tool) cells, not over every rollout).
+        Scenario("coverage_few_calls", n_tasks=20, shift=0.08, n_shifted=4, tool_messages=1.5),
     )
 }
 
@@ -222,6 +226,9 @@ class Tally:
     planted_found: dict[str, int] = field(default_factory=dict)
     covered: dict[str, int] = field(default_factory=dict)
     intervals: dict[str, int] = field(default_factory=dict)
+    planted_covered: dict[str, int] = field(default_factory=dict)  # the same among planted rows alone
+    planted_intervals: dict[str, int] = field(default_factory=dict)
+    planted_estimate: dict[str, float] = field(default_factory=dict)  # sum of estimate / truth over them
     null_p: dict[str, list[np.ndarray]] = field(default_factory=dict)
     null_z: dict[str, list[np.ndarray]] = field(default_factory=dict)
     reference_found: dict[str, int] = field(default_factory=dict)  # planted rows the reference finds
@@ -332,6 +339,11 @@ def tally(scenario: Scenario, studies: int, seed: int, n_permutations: int) -> T
             inside = (known["ci_low"] <= known["truth"]) & (known["truth"] <= known["ci_high"])
             out.add(out.covered, family, int(inside.sum()))
             out.add(out.intervals, family, known.height)
+            shifted = (known["truth"] != 0).to_numpy()
+            out.add(out.planted_covered, family, int(inside.to_numpy()[shifted].sum()))
+            out.add(out.planted_intervals, family, int(shifted.sum()))
+            ratio = (known["delta"] / known["truth"]).to_numpy()[shifted]
+            out.add(out.planted_estimate, family, float(ratio.sum()))
     return out
 
 
@@ -356,6 +368,10 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
                     f"tail/nominal {tails}  signed z {z.mean() if z.size else np.nan:+5.3f}")  # fmt: skip
         else:
             what = f"FDR {fdr} (<= 5%)  power {power}"
+            if result.planted_intervals.get(family):
+                n = result.planted_intervals[family]
+                what += (f"  planted: coverage {_share(result.planted_covered.get(family, 0), n)}, "
+                         f"estimate / truth {result.planted_estimate.get(family, 0.0) / n:.2f}")  # fmt: skip
             if result.planted.get(family) and family in result.reference_null:
                 reference_power = _share(result.reference_found[family], result.planted.get(family, 0))
                 reference_size = _share(result.reference_null_p05[family], result.reference_null[family])

@@ -62,3 +62,16 @@ def test_a_study_where_nothing_can_be_tested_still_has_every_statistic_column():
     for column in ("ci_low", "ci_high", "p_value", "q_value", "reward_assoc_before", "reward_assoc_after"):
         assert deltas[column].null_count() == deltas.height
     assert exploratory_order(deltas.filter(pl.col("tested")), 10).height == 0
+
+
+def test_a_tool_call_change_reads_at_its_size_when_rollouts_call_few_tools():
+    """About 1.5 calls a rollout over three tools: most rollouts never call a given tool. The planted rows'
+    per-call rate rises by 0.3 on calls to their tool; the reported delta is the mean change among calls to a
+    tool both checkpoints call in a task (about 0.16 when each rollout without calls to the tool counted as a
+    rollout of no change), and the levels' difference is that delta."""
+    scenario = dataclasses.replace(SCENARIOS["coverage_few_calls"], shift=0.3)
+    rows = pl.concat(_deltas(scenario, seed=6, studies=2)).filter(pl.col("kind") == "tool_call")
+    planted = rows.filter(pl.col("feature_id").is_between(scenario.n_text, scenario.n_text + scenario.n_shifted - 1))
+    assert planted.height == 2 * scenario.n_shifted
+    assert abs(planted["delta"].mean() - 0.3) < 0.07, planted["delta"].to_list()
+    np.testing.assert_allclose(rows["prevalence_after"] - rows["prevalence_before"], rows["delta"], atol=1e-9)

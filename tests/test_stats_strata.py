@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign
 from engine.stats.rates import Contrast, effects
-from engine.stats.strata import stratified_rates, stratum_weights
+from engine.stats.strata import stratified_effects, stratified_levels, stratified_rates, stratum_weights
 
 
 def test_weights_are_pooled_segments_among_the_support() -> None:
@@ -46,3 +46,51 @@ def test_a_shift_in_the_strata_mix_does_not_move_the_stratified_rate() -> None:
     pooled = (fired[0] + fired[1]) / totals.sum(axis=1)
     assert pooled[is_after].mean() - pooled[~is_after].mean() > 0.1
     assert abs(effect.estimate[0]) < 3 * effect.se[0]
+
+
+def test_levels_and_effect_count_only_the_rollouts_that_call_each_tool() -> None:
+    """One task: the before rollouts never fire, the after rollouts fire on half their calls, and each rollout
+    calls one of the feature's two tools. Among calls to a tool both checkpoints call the rate goes 0 -> 0.5;
+    `stratified_rates` imputes each rollout's missing tool with the task's mean there, so x'y / x'x read
+    0.125 -> 0.375 (an effect of 0.25) as if the missing tool were a cell of no change."""
+    design = CheckpointDesign.from_labels(np.array([False, False, True, True]), np.zeros(4, dtype=int))
+    totals = np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0], [0.0, 2.0]])
+    counts = [
+        sp.csc_array(np.array([[0.0], [0.0], [1.0], [0.0]])),
+        sp.csc_array(np.array([[0.0], [0.0], [0.0], [1.0]])),
+    ]
+    support = np.ones((2, 1))
+    before, after = stratified_levels(counts, totals, support, design).standardised()
+    np.testing.assert_allclose([before[0], after[0]], [0.0, 0.5])
+    effect = stratified_effects(counts, totals, support, design, by_task=False)
+    np.testing.assert_allclose(effect.estimate, [0.5])
+    rates = stratified_rates(counts, totals, support, design)
+    np.testing.assert_allclose(effects(Contrast(design), rates, by_task=False).estimate, [0.25])
+
+
+def test_the_levels_difference_is_the_tested_statistic_over_its_weight() -> None:
+    """Random strata, supports and missing tools: each task's weighted level difference adds up to x @ y, the
+    statistic the permutation test uses, and the effect equals the standardised levels' difference; with one
+    stratum every rollout has, effect and standard error are those of the unstratified rates."""
+    rng = np.random.default_rng(5)
+    design = CheckpointDesign.from_labels(rng.random(120) < 0.5, rng.integers(0, 12, 120))
+    n = design.n_rollouts
+    totals = (rng.poisson(1.0, (n, 4)) * (rng.random((n, 4)) < 0.6)).astype(np.float64)
+    counts = [sp.csc_array(rng.binomial(totals[:, [s]].astype(int), 0.3, (n, 6)).astype(np.float64)) for s in range(4)]
+    support = (rng.random((4, 6)) < 0.7).astype(np.float64)
+    support[:, 0] = 1.0
+    levels = stratified_levels(counts, totals, support, design)
+    statistic = Contrast(design).x @ stratified_rates(counts, totals, support, design)
+    difference = np.where(levels.weight > 0, levels.weight * (levels.after - levels.before), 0.0).sum(axis=0)
+    np.testing.assert_allclose(difference, statistic, atol=1e-12)
+    before, after = levels.standardised()
+    for by_task in (True, False):
+        effect = stratified_effects(counts, totals, support, design, by_task=by_task)
+        np.testing.assert_allclose(effect.estimate, after - before, atol=1e-12)
+        assert np.isfinite(effect.se).all()
+    one = [sp.csc_array(rng.binomial(3, 0.4, (n, 6)).astype(np.float64))]
+    everyone = np.full((n, 1), 3.0)
+    stratified = stratified_effects(one, everyone, np.ones((1, 6)), design, by_task=True)
+    plain = effects(Contrast(design), stratified_rates(one, everyone, np.ones((1, 6)), design), by_task=True)
+    np.testing.assert_allclose(stratified.estimate, plain.estimate, atol=1e-12)
+    np.testing.assert_allclose(stratified.se, plain.se, atol=1e-12)

@@ -13,11 +13,11 @@ from engine.deltas.views import KindView
 from engine.kinds import ANY, family_of
 from engine.progress import Progress
 from engine.stats.attainable import attainable_pvalue
-from engine.stats.design import CheckpointDesign, task_onehot
+from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import family_qvalues
 from engine.stats.intervals import effect_interval
-from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
-from engine.stats.rates import effects, standardised_prevalence
+from engine.stats.permutation import refined_pvalues
+from engine.stats.rates import standardised_prevalence
 from engine.stats.reward import reward_association
 
 CONFIDENCE = 0.95
@@ -45,7 +45,7 @@ def _describe_kind(data: DiscoveryCounts, view: KindView, fdr: float, max_permut
     with np.errstate(divide="ignore", invalid="ignore"):
         rate_b = np.asarray(fires.T @ before_rows).ravel() / roll_b
         rate_a = np.asarray(fires.T @ after_rows).ravel() / roll_a
-        prev_b, prev_a = standardised_prevalence(design, view.rates) if design.n_tasks else (rate_b, rate_a)
+        prev_b, prev_a = view.levels.standardised() if design.n_tasks else (rate_b, rate_a)
         pooled_b, pooled_a = (
             np.asarray(view.counts.T @ side).ravel() / (side @ view.totals) for side in (before_rows, after_rows)
         )
@@ -94,36 +94,26 @@ def _reward_columns(data: DiscoveryCounts, kind: str, columns: np.ndarray) -> tu
 
 
 def _task_rows(data: DiscoveryCounts, view: KindView, columns: np.ndarray, feature_ids: np.ndarray) -> pl.DataFrame:
-    """Per-task mean rollout rate of the tested features of one kind, with the segments behind it."""
-    codes = data.task[view.rows]
+    """Per-task levels of the tested features of one kind (`KindView.levels`), with the segments behind them."""
     task_ids = data.rollouts.select("task_code", "task_id").unique().sort("task_code")["task_id"].to_numpy()
+    present = np.unique(data.task[view.rows])  # the design's tasks, in its order
     segs = data.totals[view.kind][view.rows]
-    present = np.unique(codes)
-    frames = []
-    for start in range(0, columns.size, FEATURE_CHUNK):
-        stop = min(start + FEATURE_CHUNK, columns.size)
-        y = dense_columns(view.rates[:, columns[start:stop]], 0, stop - start)
-        block = {}
-        for name, side in (("before", ~view.design.is_after), ("after", view.design.is_after)):
-            onehot = task_onehot(codes[side], len(task_ids))
-            sizes = onehot @ np.ones(int(side.sum()))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                block[name] = ((onehot @ y[side]) / sizes[:, None])[present].T.ravel(), (onehot @ segs[side])[present]
-        frames.append(
-            pl.DataFrame(
-                {
-                    "feature_id": np.repeat(feature_ids[start:stop], present.size),
-                    "kind": view.kind,
-                    "task_id": np.tile(task_ids[present], stop - start),
-                    "prevalence_before": block["before"][0],
-                    "prevalence_after": block["after"][0],
-                    "n_before": np.tile(block["before"][1], stop - start).astype(np.int64),
-                    "n_after": np.tile(block["after"][1], stop - start).astype(np.int64),
-                },
-                nan_to_null=True,
-            )
-        )
-    return pl.concat(frames) if frames else pl.DataFrame()
+    task, after = view.design.task, view.design.is_after
+    n_before, n_after = (
+        np.bincount(task[side], weights=segs[side], minlength=present.size) for side in (~after, after)
+    )
+    return pl.DataFrame(
+        {
+            "feature_id": np.repeat(feature_ids, present.size),
+            "kind": view.kind,
+            "task_id": np.tile(task_ids[present], columns.size),
+            "prevalence_before": view.levels.before[:, columns].T.ravel(),
+            "prevalence_after": view.levels.after[:, columns].T.ravel(),
+            "n_before": np.tile(n_before, columns.size).astype(np.int64),
+            "n_after": np.tile(n_after, columns.size).astype(np.int64),
+        },
+        nan_to_null=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,16 +123,16 @@ class DeltaTables:
     metrics: dict[str, object]
 
 
-def _intervals(block: PermutationBlock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(effect, ci_low, ci_high) of a block's features: cluster-robust over tasks, or within task when tasks
-    are few."""
-    n = block.n_features
+def _intervals(view: KindView, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(effect, ci_low, ci_high) of `columns`: cluster-robust over tasks, or within task when tasks are few;
+    the interval kept inside [-1, 1], where a difference of rates lies."""
+    n = columns.size
     estimate, low, high = (np.full(n, np.nan) for _ in range(3))
     for start, stop in ((s, min(s + FEATURE_CHUNK, n)) for s in range(0, n, FEATURE_CHUNK)):
-        effect = effects(block.contrast, dense_columns(block.rates, start, stop), by_task=not block.design.few_tasks)
+        effect = view.effects(columns[start:stop])
         estimate[start:stop] = effect.estimate
         low[start:stop], high[start:stop] = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
-    return estimate, low, high
+    return estimate, np.maximum(low, -1.0), np.minimum(high, 1.0)
 
 
 def length_change(data: DiscoveryCounts) -> dict[str, float]:
@@ -191,8 +181,8 @@ def compute_deltas(
     stats_by_kind: dict[str, list[pl.DataFrame]] = {kind: [] for kind in kinds}
     task_frames = []
     with progress.track("deltas: intervals, reward, tasks", len(plan)) as advance:
-        for i, (kind, _, columns, block) in enumerate(plan):
-            estimate, ci_low, ci_high = _intervals(block)
+        for i, (kind, _, columns, _) in enumerate(plan):
+            estimate, ci_low, ci_high = _intervals(views[kind], columns)
             assoc_b, assoc_a = _reward_columns(data, kind, columns)
             ids = described[kind]["feature_id"].gather(columns)
             stats_by_kind[kind].append(

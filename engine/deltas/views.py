@@ -12,8 +12,8 @@ from engine.deltas.data import KINDS, DiscoveryCounts
 from engine.kinds import ANY
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.permutation import PermutationBlock, dense_columns
-from engine.stats.rates import rollout_rates
-from engine.stats.strata import stratified_rates
+from engine.stats.rates import Contrast, Effects, Matrix, TaskLevels, effects, rollout_rates, task_levels
+from engine.stats.strata import stratified_effects, stratified_levels, stratified_rates
 
 
 def _rows_of_kind(data: DiscoveryCounts, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
@@ -33,18 +33,12 @@ def _denominators(data: DiscoveryCounts, kind: str, rows: np.ndarray) -> np.ndar
     return data.totals[kind][rows]
 
 
-def _tool_stratified_rates(
-    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray, design: CheckpointDesign
-) -> np.ndarray:
-    """(rows, n_features) each rollout's tool-call rate stratified over tools (`engine.stats.strata`): the
-    feature's rate among its calls to each tool it fires on, weighted by the tool's pooled calls.
-
-    A new tool (or any change in the tool mix) moves neither a feature's rate on the other tools nor their
-    weights' meaning: the rate is composition-proof whatever the feature's source, while the pooled share beside
-    it is not.
-    """
+def _tool_strata(
+    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray
+) -> tuple[list[sp.csc_array], np.ndarray, np.ndarray]:
+    """(counts per tool, calls per tool, support) over `rows`: the tool-call strata of `engine.stats.strata`."""
     tool_totals, support, tool_counts = tools
-    return stratified_rates([counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray(), design)
+    return [counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray()
 
 
 def _exposures(data: DiscoveryCounts, rows: np.ndarray) -> np.ndarray:
@@ -107,8 +101,13 @@ def expected_firing(data: DiscoveryCounts, rows: np.ndarray, design: CheckpointD
 class KindView:
     """One kind's design, rates and offsets over its rollouts (`rows` index the DiscoveryCounts's rollouts).
 
-    `offsets` (for 'any' rows) holds each feature's expected chance of firing anywhere (`expected_firing`),
-    subtracted from the rates that are tested; other kinds have none."""
+    Tool calls are rates stratified over tools (`strata`, `engine.stats.strata`): the feature's rate among its
+    calls to each tool it fires on, weighted by the tool's pooled calls, so a new tool (or any change in the tool
+    mix) moves neither a feature's rate on the other tools nor their weights' meaning, whatever the feature's
+    source (the pooled share beside it moves). `offsets` (for 'any' rows) holds each feature's expected chance
+    of firing anywhere (`expected_firing`), subtracted from the rates that are tested; other kinds have none.
+    `levels`: each checkpoint's rate per task (before any offset) with the task's weight in the contrast, whose
+    difference is the effect."""
 
     kind: str
     rows: np.ndarray
@@ -117,6 +116,8 @@ class KindView:
     counts: sp.csc_array
     totals: np.ndarray
     offsets: np.ndarray | None
+    levels: TaskLevels
+    strata: tuple[list[sp.csc_array], np.ndarray, np.ndarray] | None
 
     @classmethod
     def of(cls, data: DiscoveryCounts, kind: str) -> KindView:
@@ -126,16 +127,36 @@ class KindView:
         # Fires-anywhere rises with exposure alone: its rows test observed minus expected firing given exposure.
         offsets = expected_firing(data, rows, design) if kind == ANY else None
         tools = data.per_tool() if kind == "tool_call" else None
-        rates = (
-            _tool_stratified_rates(tools, rows, design) if tools is not None else rollout_rates(counts, totals, design)
+        strata = _tool_strata(tools, rows) if tools is not None else None
+        if strata is not None:
+            rates, levels = stratified_rates(*strata, design), stratified_levels(*strata, design)
+        else:
+            rates = rollout_rates(counts, totals, design)
+            levels = task_levels(design, rates)
+        return cls(kind, rows, design, rates, counts, totals, offsets, levels, strata)
+
+    def tested_rates(self, columns: np.ndarray) -> Matrix:
+        """The values tested for `columns`: their rates, minus the offsets where there are some."""
+        rates = self.rates[:, columns]
+        if self.offsets is not None:  # observed minus expected firing: the offset's coefficient is fixed at 1
+            rates = dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
+        return rates
+
+    def effects(self, columns: np.ndarray) -> Effects:
+        """The effect of `columns` (the difference of their standardised levels, less the offsets' for 'any'
+        rows) with its robust standard error."""
+        by_task = not self.design.few_tasks
+        if self.strata is None:
+            return effects(
+                Contrast(self.design), dense_columns(self.tested_rates(columns), 0, columns.size), by_task=by_task
+            )
+        counts, totals, support = self.strata
+        return stratified_effects(
+            [c[:, columns] for c in counts], totals, support[:, columns], self.design, by_task=by_task
         )
-        return cls(kind, rows, design, rates, counts, totals, offsets)
 
     def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
         """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""
         if columns.size == 0:
             return []
-        rates = self.rates[:, columns]
-        if self.offsets is not None:  # observed minus expected firing: the offset's coefficient is fixed at 1
-            rates = dense_columns(rates, 0, columns.size) - self.offsets[:, columns]
-        return [(columns, PermutationBlock.of_rates(rates, self.design))]
+        return [(columns, PermutationBlock.of_rates(self.tested_rates(columns), self.design))]

@@ -100,47 +100,92 @@ class Effects:
 
 
 def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
-    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
+    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error
+    (`robust_effects`: each rollout's score is x_r times its residual)."""
+    x = contrast.x
+    resid0 = contrast.null_residuals(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = (x @ resid0) / contrast.xx
+    scores = x[:, None] * (resid0 - np.outer(x, beta))
+    return robust_effects(contrast.design, beta, scores, np.full(beta.shape, contrast.xx), by_task=by_task)
+
+
+def robust_effects(
+    design: CheckpointDesign, beta: np.ndarray, scores: np.ndarray, denominator: np.ndarray, *, by_task: bool
+) -> Effects:
+    """Effects beta with a robust standard error from each rollout's score (its term of the estimating
+    equation at beta, (n_rollouts, n_features)) over the estimator's denominator (n_features,).
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
     tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
     of freedom, p = tasks + 1 (speaks for these tasks). A zero standard error is returned as
     NaN: an interval of zero width is never a statement the data support.
     """
-    design, x = contrast.design, contrast.x
-    resid0 = contrast.null_residuals(y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        beta = (x @ resid0) / contrast.xx
-    resid = resid0 - np.outer(x, beta)
     n, g = design.n_rollouts, design.n_tasks
     if by_task:
-        scores = task_onehot(design.task, g) @ (x[:, None] * resid)
-        variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
+        per_task = task_onehot(design.task, g) @ scores
+        variance = (per_task**2).sum(axis=0) * g / max(g - 1, 1)
         df = float(g - 1)
     else:
         p = g + 1
-        variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
+        variance = (scores**2).sum(axis=0) * n / max(n - p, 1)
         df = float(n - p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        se = np.sqrt(variance) / contrast.xx
+        se = np.sqrt(variance) / denominator
     se[~(se > 1e-12)] = np.nan
     if df < 1:
         se[:] = np.nan
     return Effects(beta, se, df, "task" if by_task else "rollout")
 
 
-def standardised_prevalence(design: CheckpointDesign, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class TaskLevels:
+    """Per task and feature: each checkpoint's mean rate and the task's weight in the within-task contrast.
+
+    The weights make sum_g weight_g (after_g - before_g) = x @ y, the tested statistic, so the difference of
+    the `standardised` levels is the effect (`effects`, `engine.stats.strata.stratified_effects`). A task with
+    no contrast for a feature (weight 0) has NaN levels."""
+
+    before: np.ndarray  # (n_tasks, n_features)
+    after: np.ndarray
+    weight: np.ndarray
+
+    def standardised(self) -> tuple[np.ndarray, np.ndarray]:
+        """(before, after): the weighted means over tasks, NaN for a feature no task contrasts."""
+        total = self.weight.sum(axis=0)
+        out = []
+        for level in (self.before, self.after):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out.append(np.where(self.weight > 0, self.weight * level, 0.0).sum(axis=0) / total)
+        return out[0], out[1]
+
+
+def contrast_weights(n_before: np.ndarray, n_after: np.ndarray) -> np.ndarray:
+    """w = n_after n_before / n of each cell (elementwise; 0 where a side is empty): its weight in x'x."""
+    n_all = n_before + n_after
+    return np.divide(n_after * n_before, n_all, out=np.zeros_like(n_all, dtype=np.float64), where=n_all > 0)
+
+
+def side_means(task: np.ndarray, n_tasks: int, y: Matrix) -> tuple[np.ndarray, np.ndarray]:
+    """((n_tasks, n_features) per-task mean of y's rows, (n_tasks,) their number); `task` codes y's rows."""
+    sums = task_onehot(task, n_tasks) @ y
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums, dtype=np.float64)
+    sizes = np.bincount(task, minlength=n_tasks).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sums / sizes[:, None], sizes
+
+
+def task_levels(design: CheckpointDesign, y: Matrix) -> TaskLevels:
+    """Each task's mean rate per checkpoint, weighted w_g = n_after_g n_before_g / n_g (the contrast's)."""
+    before, n_before = side_means(design.task[~design.is_after], design.n_tasks, y[~design.is_after])
+    after, n_after = side_means(design.task[design.is_after], design.n_tasks, y[design.is_after])
+    weight = np.broadcast_to(contrast_weights(n_before, n_after)[:, None], before.shape)
+    return TaskLevels(before, after, weight)
+
+
+def standardised_prevalence(design: CheckpointDesign, y: Matrix) -> tuple[np.ndarray, np.ndarray]:
     """(before, after): the task-weighted mean rate of each checkpoint, with the contrast's weights w_g.
 
     after - before equals the unadjusted effect; both are averages over the same task mix.
     """
-    n_all = np.bincount(design.task, minlength=design.n_tasks).astype(np.float64)
-    n_after = np.bincount(design.task, weights=design.is_after, minlength=design.n_tasks)
-    n_before = n_all - n_after
-    weight = n_after * n_before / n_all
-    weight = weight / weight.sum()
-    means = []
-    for side, size in ((~design.is_after, n_before), (design.is_after, n_after)):
-        sums = task_onehot(design.task[side], design.n_tasks) @ y[side]
-        means.append(weight @ (sums / size[:, None]))
-    return means[0], means[1]
+    return task_levels(design, y).standardised()

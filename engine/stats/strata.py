@@ -7,6 +7,11 @@ over the strata S_f a feature occurs in (its support). The weights are pooled ov
 the same under every relabelling and the permutation test stays exact. A rollout without segments of s gets the
 feature's task mean rate on s (`rollout_rates`' label-free imputation): it adds nothing to s's within-task
 contrast, and a stratum only one checkpoint has in a task contributes no contrast there.
+
+So the tested statistic x @ y is a sum over (task, stratum) cells of w_s W_gs (after - before), the cell's mean
+rates over its rollouts with segments of s and W_gs = a_gs b_gs / (a_gs + b_gs) their contrast weight
+(`stratified_levels`): the effect and the levels shown are that sum's weighted means, not x @ y / x'x, which
+would count every rollout without segments of s (and every task without s) as a cell of no change.
 """
 
 from __future__ import annotations
@@ -15,8 +20,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.stats.design import CheckpointDesign
-from engine.stats.rates import Matrix, rollout_rates
+from engine.stats.design import CheckpointDesign, task_onehot
+from engine.stats.rates import (
+    Effects,
+    Matrix,
+    TaskLevels,
+    contrast_weights,
+    robust_effects,
+    rollout_rates,
+    side_means,
+)
 
 
 def stratum_weights(totals: np.ndarray, support: np.ndarray) -> np.ndarray:
@@ -45,3 +58,69 @@ def stratified_rates(
         stratum_totals = np.broadcast_to(totals[:, s : s + 1], (n_rollouts, columns.size))
         out[:, columns] += weight[s, columns] * rollout_rates(stratum_counts[:, columns], stratum_totals, design)
     return out
+
+
+def stratified_levels(
+    counts: Sequence[Matrix], totals: np.ndarray, support: np.ndarray, design: CheckpointDesign
+) -> TaskLevels:
+    """Per task, each checkpoint's rate as `stratified_rates` contrasts it: the mean rate among its rollouts
+    with segments of each stratum, averaged over strata with weight w_s W_gs (`stratum_weights` times the
+    cell's contrast weight), NaN where no stratum of the feature has rollouts of both checkpoints in the task.
+    Arguments as `stratified_rates`'; sum_g weight (after - before) equals x @ stratified_rates(...)."""
+    weight = stratum_weights(totals, support)
+    shape = (design.n_tasks, weight.shape[1])
+    before, after, total = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    for s, stratum_counts in enumerate(counts):
+        columns = np.flatnonzero(weight[s] > 0)
+        has = totals[:, s] > 0
+        if columns.size == 0 or not has.any():
+            continue
+        rates = rollout_rates(stratum_counts[has][:, columns], totals[has, s], design)
+        task, is_after = design.task[has], design.is_after[has]
+        mean_b, n_b = side_means(task[~is_after], design.n_tasks, rates[~is_after])
+        mean_a, n_a = side_means(task[is_after], design.n_tasks, rates[is_after])
+        cell = contrast_weights(n_b, n_a)[:, None] * weight[s, columns][None, :]
+        total[:, columns] += cell
+        before[:, columns] += np.where(cell > 0, cell * mean_b, 0.0)
+        after[:, columns] += np.where(cell > 0, cell * mean_a, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return TaskLevels(before / total, after / total, total)
+
+
+def _centred(values: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
+    """`values` (rows, ...) minus the mean of their task's rows."""
+    onehot = task_onehot(task, n_tasks)
+    sizes = np.maximum(np.bincount(task, minlength=n_tasks), 1).astype(np.float64)
+    means = (onehot @ values) / (sizes if values.ndim == 1 else sizes[:, None])
+    return values - means[task]
+
+
+def stratified_effects(
+    counts: Sequence[Matrix], totals: np.ndarray, support: np.ndarray, design: CheckpointDesign, *, by_task: bool
+) -> Effects:
+    """The effect of `stratified_rates` on the scale of `stratified_levels` (the difference of their
+    standardised levels) with a robust standard error (`robust_effects`).
+
+    Per stratum s, x_rs is rollout r's label minus the mean label of its task's rollouts with segments of s (0
+    without): the estimate is sum_rs w_s x_rs (z_rs - m_gs) / sum_rs w_s x_rs^2 (z the rate on s, m its task
+    mean, the sums equal to x @ y and the levels' total weight), and rollout r's score is
+    sum_s w_s x_rs (z_rs - m_gs - x_rs beta). Arguments as `stratified_rates`'."""
+    weight = stratum_weights(totals, support)
+    shape = (design.n_rollouts, weight.shape[1])
+    centred, exposure = np.zeros(shape), np.zeros(shape)
+    label = design.is_after.astype(np.float64)
+    for s, stratum_counts in enumerate(counts):
+        columns = np.flatnonzero(weight[s] > 0)
+        has = np.flatnonzero(totals[:, s] > 0)
+        if columns.size == 0 or has.size == 0:
+            continue
+        stratum_rates = rollout_rates(stratum_counts[has][:, columns], totals[has, s], design)
+        rates = stratum_rates if isinstance(stratum_rates, np.ndarray) else stratum_rates.toarray()
+        x = _centred(label[has], design.task[has], design.n_tasks)
+        cell = np.ix_(has, columns)
+        centred[cell] += weight[s, columns] * x[:, None] * _centred(rates, design.task[has], design.n_tasks)
+        exposure[cell] += weight[s, columns] * (x**2)[:, None]
+    denominator = exposure.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = centred.sum(axis=0) / denominator
+    return robust_effects(design, beta, centred - exposure * beta, denominator, by_task=by_task)

@@ -70,7 +70,7 @@ def task_chart(rows: list[TaskDelta], palette: Palette, width: int = 10) -> Text
     cells = []
     for t in rows:
         if t.prevalence_before is None and t.prevalence_after is None:
-            continue  # no segments of this kind in this task
+            continue  # no contrast in this task (for a tool call: no tool of the feature both checkpoints call)
         delta = (
             None
             if t.prevalence_before is None or t.prevalence_after is None
