@@ -67,6 +67,9 @@ def test_a_planted_sentence_in_turns_of_varied_length_holds_at_equal_length(held
     assert result.status == "validated" and equal is not None and equal.informative
     assert equal.delta > 0.1 and equal.p_value < 0.05 and not equal.caution
     assert "caution" not in result.reason
+    # the same rate per turn at every length: the equal-length delta is the delta, not the share of rollouts with
+    # turns of each length times it (0.33 against 0.44 when a rollout without a stratum counted as no change)
+    assert abs(equal.delta - result.delta) < 0.1 * result.delta
 
 
 def test_a_claim_against_the_length_change_gets_no_caution(heldout: Population) -> None:

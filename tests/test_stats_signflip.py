@@ -11,9 +11,8 @@ from tests.factories_stats import simulate
 
 
 def test_exact_enumeration_matches_a_hand_count():
-    weights = np.ones(4)
-    deltas = np.array([[0.1], [0.2], [0.3], [0.4]])
-    p, used = signflip_pvalues(weights, deltas, np.random.default_rng(0), 10_000)
+    contributions = np.array([[0.1], [0.2], [0.3], [0.4]])  # each task's weight (1) times its delta
+    p, used = signflip_pvalues(contributions, np.random.default_rng(0), 10_000)
     assert used == 16 and p[0] == pytest.approx(2 / 16)  # only all-plus and all-minus reach |1.0|
     assert signflip_floor(4) == pytest.approx(0.125) and signflip_floor(20) < 1e-5
 

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign
+from engine.stats.power import permutation_se
+from engine.stats.prevalence import test_prevalence
 from engine.stats.rates import Contrast, effects
-from engine.stats.strata import stratified_effects, stratified_levels, stratified_rates, stratum_weights
+from engine.stats.strata import (
+    feature_strata,
+    stratified_effects,
+    stratified_levels,
+    stratified_rates,
+    stratum_weights,
+)
 
 
 def test_weights_are_pooled_segments_among_the_support() -> None:
@@ -94,3 +104,30 @@ def test_the_levels_difference_is_the_tested_statistic_over_its_weight() -> None
     plain = effects(Contrast(design), stratified_rates(one, everyone, np.ones((1, 6)), design), by_task=True)
     np.testing.assert_allclose(stratified.estimate, plain.estimate, atol=1e-12)
     np.testing.assert_allclose(stratified.se, plain.se, atol=1e-12)
+
+
+def test_a_held_out_test_reads_each_claim_over_the_rollouts_it_labelled() -> None:
+    """A judge labels a sample: in each task two rollouts a side have labelled segments, two a side none. The
+    levels are the labelled rollouts' (0 -> 0.5 here; imputing the others with the task's mean read 0.125 ->
+    0.375), and the MDE's standard error is that of this delta: its spread when labels are permuted within
+    task (half as large on the imputed scale)."""
+    rng = np.random.default_rng(0)
+    n_tasks = 12
+    task = np.repeat(np.arange(n_tasks), 8)
+    is_after = np.tile(np.repeat([False, True], 4), n_tasks)
+    labelled = np.tile([True, True, False, False], 2 * n_tasks)
+    totals = np.column_stack([np.where(labelled, 2.0, 0.0), np.full(task.size, 2.0)])  # one denominator a claim
+    counts = np.where(labelled & is_after, 1.0, 0.0)[:, None] * np.ones((1, 2))
+    result = test_prevalence(counts, totals, is_after, task, rng, n_permutations=199)
+    np.testing.assert_allclose([result.prevalence_before[0], result.prevalence_after[0]], [0.0, 0.5])
+    np.testing.assert_allclose(result.delta[0], 0.5)
+    noisy = rng.binomial(2, 0.4, counts.shape) * (totals > 0)  # a claim with variation under the null
+    design = CheckpointDesign.from_labels(is_after, task)
+    spread = np.std(
+        [
+            stratified_effects(*feature_strata(noisy, totals), replace(design, is_after=labels), by_task=False).estimate
+            for labels in design.permuted_labels(400, rng).astype(bool)
+        ],
+        axis=0,
+    )
+    np.testing.assert_allclose(permutation_se(noisy, totals, design), spread, rtol=0.2)

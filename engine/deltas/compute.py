@@ -15,12 +15,11 @@ from engine.progress import Progress
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import family_qvalues
-from engine.stats.intervals import effect_interval
+from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.permutation import refined_pvalues
 from engine.stats.rates import standardised_prevalence
 from engine.stats.reward import reward_association
 
-CONFIDENCE = 0.95
 # Refinement of p-values stuck at the Monte Carlo floor goes up to this many times config.permutations.
 MAX_PERMUTATION_FACTOR = 100
 # Columns of dense rollout x feature blocks held at once outside the permutation test.

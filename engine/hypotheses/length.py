@@ -2,7 +2,7 @@
 
 A labeler that fires on a turn holding one matching sentence fires more often on longer turns, so a checkpoint
 whose turns grew can "validate" a finding that is only length. The equal-length rate standardises each
-rollout's labelled rate over turn-length strata with `engine.stats.strata.stratified_rates`: per kind, bins at
+rollout's labelled rate over turn-length strata (`engine.stats.strata`): per kind, bins at
 quantiles of words over the hypothesis's labelled segments of both checkpoints (label-free, so the test stays
 exact). A change that survives it is a change among turns of the same length. Tool calls and other kinds are one
 stratum each; a hypothesis about length itself is not standardised (`engine.hypotheses.equal_length`).
@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from engine.stats.design import CheckpointDesign
-from engine.stats.strata import stratified_rates
+from engine.stats.strata import Strata
 
 # Kinds whose turns are binned by length, and at most this many bins of at least MIN_PER_BIN labelled
 # segments each. Bins narrow as the data grow: within a bin the checkpoint whose turns grew still has the longer
@@ -43,8 +42,10 @@ def length_strata(kind: np.ndarray, words: np.ndarray) -> np.ndarray:
     return codes
 
 
-def equal_length_rates(labelled: pl.DataFrame, rows: np.ndarray, design: CheckpointDesign) -> np.ndarray | None:
-    """(n_design_rollouts,) one hypothesis's length-standardised rollout rates, or None with one stratum only.
+def equal_length_strata(labelled: pl.DataFrame, rows: np.ndarray) -> Strata | None:
+    """One hypothesis's turn-length strata over the design's rollouts, for `engine.stats.strata`: (its labelled
+    positives in each stratum, one (n_rollouts, 1) column each; (n_rollouts, n_strata) labelled weight; support),
+    or None with one stratum only.
 
     labelled: row (index into the population's rollouts), kind, words, weight, label of its labelled segments;
     rows: the population rollout index of each of the design's rollouts."""
@@ -63,8 +64,7 @@ def equal_length_rates(labelled: pl.DataFrame, rows: np.ndarray, design: Checkpo
     counts = np.zeros((rows.size, n_strata))
     np.add.at(totals, (r, s), w)
     np.add.at(counts, (r, s), positive)
-    support = np.ones((n_strata, 1))
-    return stratified_rates([counts[:, [i]] for i in range(n_strata)], totals, support, design)[:, 0]
+    return [counts[:, [i]] for i in range(n_strata)], totals, np.ones((n_strata, 1))
 
 
 def words_per_turn(labelled: pl.DataFrame, is_after: np.ndarray) -> tuple[float, float]:

@@ -14,17 +14,17 @@ import numpy as np
 import polars as pl
 
 from engine.hypotheses.equal_length import EqualLength
-from engine.hypotheses.length import equal_length_rates, words_per_turn
+from engine.hypotheses.length import equal_length_strata, words_per_turn
 from engine.hypotheses.population import Population
 from engine.hypotheses.turn_count import TurnCount
 from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
+from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.power import minimum_detectable_effect, normal_mde
 from engine.stats.prevalence import PrevalenceTest, test_prevalence
-from engine.stats.rates import rollout_rates
 from engine.stats.reward import reward_association
-from engine.stats.signflip import task_deltas
+from engine.stats.strata import feature_strata, stratified_effects, stratified_levels, stratified_rates
 
 # The smallest change worth claiming, in proportion: a hypothesis whose interval rules out a change this large
 # in its direction is rejected as not replicated. Declared here rather than taken from the discovery delta,
@@ -204,22 +204,24 @@ def _equal_length(
         return out
     rows = has[design.keep]
     by_claim = labelled.partition_by("column", as_dict=True)
-    columns, rates = [], []
+    columns, strata = [], []
     for j, claim in enumerate(claims):
         mine = by_claim.get((j,))
-        y = None if claim.about_length or mine is None else equal_length_rates(mine, rows, design)
-        if y is not None:
+        parts = None if claim.about_length or mine is None else equal_length_strata(mine, rows)
+        if parts is not None:
             columns.append(j)
-            rates.append(y)
+            strata.append(parts)
     if not columns:
         return out
-    test = run_test(np.stack(rates, axis=1), np.ones(rows.size), is_after[rows], task[rows])
+    rates = np.column_stack([stratified_rates(*parts, design)[:, 0] for parts in strata])
+    test = run_test(rates, np.ones(rows.size), is_after[rows], task[rows])
     for i, j in enumerate(columns):
+        # the delta over each stratum's rollouts with turns of its length (`stratified_effects`), not x'y / x'x
+        effect = stratified_effects(*strata[i], design, by_task=not design.few_tasks)
+        low, high = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
         words = words_per_turn(by_claim[(j,)], is_after)
-        if np.isfinite(test.delta[i]) and np.isfinite(test.p_value[i]):
-            out[j] = EqualLength(
-                float(test.delta[i]), _num(test.ci_low[i]), _num(test.ci_high[i]), float(test.p_value[i]), *words
-            )
+        if np.isfinite(effect.estimate[0]) and np.isfinite(test.p_value[i]):
+            out[j] = EqualLength(float(effect.estimate[0]), _num(low[0]), _num(high[0]), float(test.p_value[i]), *words)
     return out
 
 
@@ -232,7 +234,7 @@ def _turn_count(
 ) -> list[TurnCount | None]:
     """Each claim's change in turns like it a rollout (`TurnCount`), on the rollouts and design of the main
     test: each rollout with labelled turns contributes its count (and its turns, for the turns a rollout each
-    checkpoint has), one without gets the label-free task mean, as in the main test."""
+    checkpoint has); as in the main test, the means are over the rollouts with labelled turns."""
     labelled = (totals > 0).astype(np.float64)
     test = run_test(np.hstack([counts, totals]), np.hstack([labelled, labelled]), is_after, task)
     n = counts.shape[1]
@@ -284,15 +286,19 @@ def _caution_q(tests: list[T | None], validated: list[bool], signs: list[float])
 def _mde(
     counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray, new_tasks: bool, *, alpha: float
 ) -> np.ndarray:
-    """Minimum detectable effect per hypothesis at level `alpha`, for the test that is run."""
+    """Minimum detectable effect per hypothesis at level `alpha`, for the test that is run, on the scale of the
+    reported delta (each claim's rollouts with labelled segments, `engine.stats.strata.feature_strata`)."""
     has = (totals > 0).any(axis=1)
     design = CheckpointDesign.from_labels(is_after[has], task[has])
     counts, totals = counts[has][design.keep], totals[has][design.keep]
     if not new_tasks:
         return minimum_detectable_effect(counts, totals, design, alpha=alpha)
-    weights, deltas = task_deltas(design, np.asarray(rollout_rates(counts, totals, design)))
-    centred = deltas - (weights @ deltas) / weights.sum()
-    se = np.sqrt((weights[:, None] ** 2 * centred**2).sum(axis=0)) / weights.sum()
+    levels = stratified_levels(*feature_strata(counts, totals), design)
+    weight = levels.weight.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = levels.contributions().sum(axis=0) / weight
+        spread = np.where(levels.weight > 0, levels.contributions() - levels.weight * mean, 0.0)
+        se = np.sqrt((spread**2).sum(axis=0)) / weight
     return normal_mde(se, alpha=alpha)
 
 
@@ -316,7 +322,7 @@ def _decide(
     if n == 0:
         return "inconclusive", f"no {where} segment of the kinds this labeler reads"
     if not np.isfinite(delta) or not np.isfinite(q):
-        return "inconclusive", "held-out tasks lack rollouts of both checkpoints"
+        return "inconclusive", "no held-out task has labelled rollouts of both checkpoints"
     interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
     # p beside q: a 95% interval clear of 0 with q above the level is the correction over the family's m tests
     tests = f"p={p:.2g}, q={q:.3g} over {m} tests" if m > 1 else f"q={q:.3g}"

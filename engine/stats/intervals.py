@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtrit  # the t quantile, without importing all of scipy.stats
 
+CONFIDENCE = 0.95  # the level of the effects' intervals (deltas, held-out tests)
+
 
 @dataclass(frozen=True)
 class MeanCI:

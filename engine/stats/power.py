@@ -19,13 +19,15 @@ import numpy as np
 from scipy import stats
 
 from engine.stats.design import CheckpointDesign, task_onehot
-from engine.stats.rates import Contrast, rollout_rates
+from engine.stats.rates import Contrast, contrast_weights, rollout_rates
 
 
 def permutation_se(counts: np.ndarray, totals: np.ndarray, design: CheckpointDesign) -> np.ndarray:
     """(n_features,) standard deviation of the effect on rates under within-task permutation (closed form).
 
-    counts and totals over the design's rollouts, as for `PermutationBlock`; NaN where no task is shared.
+    counts and totals over the design's rollouts, as for `PermutationBlock`; NaN where no task is shared. With
+    2-d totals the effect is over each feature's rollouts with segments for it (`engine.stats.strata`): the
+    statistic's spread is the same, its weight that of those rollouts.
     """
     if design.n_tasks == 0:
         return np.full(np.shape(counts)[1], np.nan)
@@ -37,8 +39,13 @@ def permutation_se(counts: np.ndarray, totals: np.ndarray, design: CheckpointDes
     ssx = onehot @ contrast.x**2
     sse = onehot @ resid**2
     variance = (ssx / np.maximum(n_g - 1, 1)) @ sse
+    weight: float | np.ndarray = contrast.xx
+    if np.ndim(totals) == 2:  # the reported effect's scale: each feature's rollouts with segments for it
+        has = (np.asarray(totals) > 0).astype(np.float64)
+        n_after, n_all = onehot @ (has * design.is_after[:, None]), onehot @ has
+        weight = contrast_weights(n_all - n_after, n_after).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.sqrt(np.maximum(variance, 0.0)) / contrast.xx
+        return np.sqrt(np.maximum(variance, 0.0)) / weight
 
 
 def minimum_detectable_effect(

@@ -9,10 +9,11 @@ import numpy as np
 
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
-from engine.stats.intervals import effect_interval
+from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.permutation import PermutationBlock, refined_pvalues
-from engine.stats.rates import effects, standardised_prevalence
-from engine.stats.signflip import signflip_floor, signflip_pvalues, task_deltas
+from engine.stats.rates import effects, task_levels
+from engine.stats.signflip import signflip_floor, signflip_pvalues
+from engine.stats.strata import feature_strata, stratified_effects, stratified_levels
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def test_prevalence(
     task: np.ndarray,
     rng: np.random.Generator,
     n_permutations: int = 2000,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     *,
     new_tasks: bool = False,
     fdr: float = 0.05,
@@ -66,7 +67,8 @@ def test_prevalence(
     and tasks seen by one checkpoint leave the design. p: within-task permutation test ("these tasks"), or
     with `new_tasks` the sign-flip test over tasks ("new tasks"); p-values at the Monte Carlo floor are refined
     sequentially up to `max_permutations` (sign patterns: that many at once). CI: cluster-robust t over tasks
-    from MIN_TASKS tasks, heteroscedasticity-robust within task below. All NaN when no task is shared.
+    from MIN_TASKS tasks, heteroscedasticity-robust within task below. With 2-d totals the levels, delta and CI
+    are over each feature's rollouts with segments for it (`feature_strata`). All NaN when no task is shared.
     """
     counts = np.asarray(counts, dtype=np.float64)
     totals = np.asarray(totals, dtype=np.float64)
@@ -84,12 +86,16 @@ def test_prevalence(
         return PrevalenceTest(nan, nan, nan, nan, nan, nan, nan, pooled_b, pooled_a, "none")
     block = PermutationBlock(counts, totals, design)
     y = np.asarray(block.rates)
-    before, after = standardised_prevalence(design, y)
-    effect = effects(block.contrast, y, by_task=not design.few_tasks)
+    by_task = not design.few_tasks
+    if totals.ndim == 2:  # a rollout without segments for a feature is not one of its cells
+        cells = feature_strata(counts, totals)
+        levels, effect = stratified_levels(*cells, design), stratified_effects(*cells, design, by_task=by_task)
+    else:
+        levels, effect = task_levels(design, y), effects(block.contrast, y, by_task=by_task)
+    before, after = levels.standardised()
     low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
     if new_tasks:
-        weights, deltas = task_deltas(design, y)
-        p = signflip_pvalues(weights, deltas, rng, max_permutations or n_permutations)[0]
+        p = signflip_pvalues(levels.contributions(), rng, max_permutations or n_permutations)[0]
         floor = np.full(counts.shape[1], signflip_floor(design.n_tasks))
         scope = "new tasks"
     else:

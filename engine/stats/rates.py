@@ -150,6 +150,11 @@ class TaskLevels:
     after: np.ndarray
     weight: np.ndarray
 
+    def contributions(self) -> np.ndarray:
+        """(n_tasks, n_features) each task's weighted difference, weight (after - before); 0 without contrast."""
+        with np.errstate(invalid="ignore"):
+            return np.where(self.weight > 0, self.weight * (self.after - self.before), 0.0)
+
     def standardised(self) -> tuple[np.ndarray, np.ndarray]:
         """(before, after): the weighted means over tasks, NaN for a feature no task contrasts."""
         total = self.weight.sum(axis=0)

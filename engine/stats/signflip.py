@@ -14,20 +14,8 @@ import itertools
 
 import numpy as np
 
-from engine.stats.design import CheckpointDesign, task_onehot
-
 # Sign patterns are drawn in chunks of this many rows.
 SIGN_CHUNK = 4096
-
-
-def task_deltas(design: CheckpointDesign, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(weights (G,), deltas (G, n_features)): each task's mean-rate delta and its weight n_a n_b / n_g."""
-    n_all = np.bincount(design.task, minlength=design.n_tasks).astype(np.float64)
-    n_after = np.bincount(design.task, weights=design.is_after, minlength=design.n_tasks)
-    means = []
-    for side, size in ((~design.is_after, n_all - n_after), (design.is_after, n_after)):
-        means.append((task_onehot(design.task[side], design.n_tasks) @ y[side]) / size[:, None])
-    return n_after * (n_all - n_after) / n_all, means[1] - means[0]
 
 
 def signflip_floor(n_tasks: int) -> float:
@@ -35,11 +23,9 @@ def signflip_floor(n_tasks: int) -> float:
     return min(1.0, 2.0 / 2.0**n_tasks) if n_tasks else 1.0
 
 
-def signflip_pvalues(
-    weights: np.ndarray, deltas: np.ndarray, rng: np.random.Generator, n_flips: int
-) -> tuple[np.ndarray, int]:
-    """(p (n_features,), number of sign patterns used): two-sided sign-flip test of sum_g w_g d_g."""
-    contributions = weights[:, None] * deltas
+def signflip_pvalues(contributions: np.ndarray, rng: np.random.Generator, n_flips: int) -> tuple[np.ndarray, int]:
+    """(p (n_features,), number of sign patterns used): two-sided sign-flip test of sum_g c_g, the tasks'
+    contributions (G, n_features) w_g d_g (`engine.stats.rates.TaskLevels.contributions`)."""
     n_tasks = contributions.shape[0]
     observed = np.abs(contributions.sum(axis=0)) * (1 - 1e-9)
     exact = 2**n_tasks <= n_flips

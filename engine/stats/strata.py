@@ -17,6 +17,7 @@ would count every rollout without segments of s (and every task without s) as a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from engine.stats.rates import (
     rollout_rates,
     side_means,
 )
+
+# The estimators' arguments: per stratum, firing counts (n_rollouts, n_features); (n_rollouts, n_strata) segments
+# of each stratum; (n_strata, n_features) 1 where a feature occurs on a stratum.
+Strata: TypeAlias = tuple[Sequence[Matrix], np.ndarray, np.ndarray]
 
 
 def stratum_weights(totals: np.ndarray, support: np.ndarray) -> np.ndarray:
@@ -75,7 +80,7 @@ def stratified_levels(
         has = totals[:, s] > 0
         if columns.size == 0 or not has.any():
             continue
-        rates = rollout_rates(stratum_counts[has][:, columns], totals[has, s], design)
+        rates = rollout_rates(stratum_counts[:, columns][has], totals[has, s], design)
         task, is_after = design.task[has], design.is_after[has]
         mean_b, n_b = side_means(task[~is_after], design.n_tasks, rates[~is_after])
         mean_a, n_a = side_means(task[is_after], design.n_tasks, rates[is_after])
@@ -114,7 +119,7 @@ def stratified_effects(
         has = np.flatnonzero(totals[:, s] > 0)
         if columns.size == 0 or has.size == 0:
             continue
-        stratum_rates = rollout_rates(stratum_counts[has][:, columns], totals[has, s], design)
+        stratum_rates = rollout_rates(stratum_counts[:, columns][has], totals[has, s], design)
         rates = stratum_rates if isinstance(stratum_rates, np.ndarray) else stratum_rates.toarray()
         x = _centred(label[has], design.task[has], design.n_tasks)
         cell = np.ix_(has, columns)
@@ -124,3 +129,12 @@ def stratified_effects(
     with np.errstate(divide="ignore", invalid="ignore"):
         beta = centred.sum(axis=0) / denominator
     return robust_effects(design, beta, centred - exposure * beta, denominator, by_task=by_task)
+
+
+def feature_strata(counts: Matrix, totals: np.ndarray) -> Strata:
+    """Counts with a denominator per feature ((n_rollouts, n_features) each) as one stratum per feature, for
+    the estimators above: a rollout without segments for a feature is then not one of its cells (where
+    `rollout_rates` imputes it, the contrast is the same and x'y / x'x would count it as a rollout of no
+    change)."""
+    n_features = np.shape(counts)[1]
+    return [counts] * n_features, totals, np.eye(n_features)
