@@ -13,7 +13,7 @@ from engine.kinds import ANY
 from engine.stats.design import CheckpointDesign, task_onehot
 from engine.stats.permutation import PermutationBlock, dense_columns
 from engine.stats.rates import Contrast, Effects, Matrix, TaskLevels, effects, rollout_rates, task_levels
-from engine.stats.strata import stratified_effects, stratified_levels, stratified_rates
+from engine.stats.strata import Strata, stratified_levels, stratified_rates
 
 
 def _rows_of_kind(data: DiscoveryCounts, kind: str) -> tuple[np.ndarray, CheckpointDesign]:
@@ -33,9 +33,7 @@ def _denominators(data: DiscoveryCounts, kind: str, rows: np.ndarray) -> np.ndar
     return data.totals[kind][rows]
 
 
-def _tool_strata(
-    tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray
-) -> tuple[list[sp.csc_array], np.ndarray, np.ndarray]:
+def _tool_strata(tools: tuple[np.ndarray, sp.csr_array, tuple[sp.csc_array, ...]], rows: np.ndarray) -> Strata:
     """(counts per tool, calls per tool, support) over `rows`: the tool-call strata of `engine.stats.strata`."""
     tool_totals, support, tool_counts = tools
     return [counts[rows] for counts in tool_counts], tool_totals[rows], support.toarray()
@@ -117,7 +115,6 @@ class KindView:
     totals: np.ndarray
     offsets: np.ndarray | None
     levels: TaskLevels
-    strata: tuple[list[sp.csc_array], np.ndarray, np.ndarray] | None
 
     @classmethod
     def of(cls, data: DiscoveryCounts, kind: str) -> KindView:
@@ -127,13 +124,13 @@ class KindView:
         # Fires-anywhere rises with exposure alone: its rows test observed minus expected firing given exposure.
         offsets = expected_firing(data, rows, design) if kind == ANY else None
         tools = data.per_tool() if kind == "tool_call" else None
-        strata = _tool_strata(tools, rows) if tools is not None else None
-        if strata is not None:
+        if tools is not None:
+            strata = _tool_strata(tools, rows)
             rates, levels = stratified_rates(*strata, design), stratified_levels(*strata, design)
         else:
             rates = rollout_rates(counts, totals, design)
             levels = task_levels(design, rates)
-        return cls(kind, rows, design, rates, counts, totals, offsets, levels, strata)
+        return cls(kind, rows, design, rates, counts, totals, offsets, levels)
 
     def tested_rates(self, columns: np.ndarray) -> Matrix:
         """The values tested for `columns`: their rates, minus the offsets where there are some."""
@@ -145,15 +142,12 @@ class KindView:
     def effects(self, columns: np.ndarray) -> Effects:
         """The effect of `columns` (the difference of their standardised levels, less the offsets' for 'any'
         rows) with its robust standard error."""
-        by_task = not self.design.few_tasks
-        if self.strata is None:
-            return effects(
-                Contrast(self.design), dense_columns(self.tested_rates(columns), 0, columns.size), by_task=by_task
-            )
-        counts, totals, support = self.strata
-        return stratified_effects(
-            [c[:, columns] for c in counts], totals, support[:, columns], self.design, by_task=by_task
+        contrast = Contrast(self.design)
+        plain = effects(
+            contrast, dense_columns(self.tested_rates(columns), 0, columns.size), by_task=not self.design.few_tasks
         )
+        scale = self.levels.effect_scale(contrast.xx)[columns]
+        return Effects(plain.estimate * scale, plain.se * scale, plain.df, plain.unit)
 
     def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
         """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""

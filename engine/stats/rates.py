@@ -100,38 +100,29 @@ class Effects:
 
 
 def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
-    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error
-    (`robust_effects`: each rollout's score is x_r times its residual)."""
-    x = contrast.x
-    resid0 = contrast.null_residuals(y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        beta = (x @ resid0) / contrast.xx
-    scores = x[:, None] * (resid0 - np.outer(x, beta))
-    return robust_effects(contrast.design, beta, scores, np.full(beta.shape, contrast.xx), by_task=by_task)
-
-
-def robust_effects(
-    design: CheckpointDesign, beta: np.ndarray, scores: np.ndarray, denominator: np.ndarray, *, by_task: bool
-) -> Effects:
-    """Effects beta with a robust standard error from each rollout's score (its term of the estimating
-    equation at beta, (n_rollouts, n_features)) over the estimator's denominator (n_features,).
+    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
     tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
     of freedom, p = tasks + 1 (speaks for these tasks). A zero standard error is returned as
     NaN: an interval of zero width is never a statement the data support.
     """
+    design, x = contrast.design, contrast.x
+    resid0 = contrast.null_residuals(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = (x @ resid0) / contrast.xx
+    resid = resid0 - np.outer(x, beta)
     n, g = design.n_rollouts, design.n_tasks
     if by_task:
-        per_task = task_onehot(design.task, g) @ scores
-        variance = (per_task**2).sum(axis=0) * g / max(g - 1, 1)
+        scores = task_onehot(design.task, g) @ (x[:, None] * resid)
+        variance = (scores**2).sum(axis=0) * g / max(g - 1, 1)
         df = float(g - 1)
     else:
         p = g + 1
-        variance = (scores**2).sum(axis=0) * n / max(n - p, 1)
+        variance = ((x**2) @ (resid**2)) * n / max(n - p, 1)
         df = float(n - p)
     with np.errstate(divide="ignore", invalid="ignore"):
-        se = np.sqrt(variance) / denominator
+        se = np.sqrt(variance) / contrast.xx
     se[~(se > 1e-12)] = np.nan
     if df < 1:
         se[:] = np.nan
@@ -143,8 +134,8 @@ class TaskLevels:
     """Per task and feature: each checkpoint's mean rate and the task's weight in the within-task contrast.
 
     The weights make sum_g weight_g (after_g - before_g) = x @ y, the tested statistic, so the difference of
-    the `standardised` levels is the effect (`effects`, `engine.stats.strata.stratified_effects`). A task with
-    no contrast for a feature (weight 0) has NaN levels."""
+    the `standardised` levels is x @ y over the total weight: `effects` times `effect_scale`. A task with no
+    contrast for a feature (weight 0) has NaN levels."""
 
     before: np.ndarray  # (n_tasks, n_features)
     after: np.ndarray
@@ -154,6 +145,12 @@ class TaskLevels:
         """(n_tasks, n_features) each task's weighted difference, weight (after - before); 0 without contrast."""
         with np.errstate(invalid="ignore"):
             return np.where(self.weight > 0, self.weight * (self.after - self.before), 0.0)
+
+    def effect_scale(self, xx: float) -> np.ndarray:
+        """(n_features,) x'x over the total weight: turns `effects`' x'y / x'x (and its standard error, the
+        spread of x'y over x'x) into the levels' difference; 1 where every rollout is a cell."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return xx / self.weight.sum(axis=0)
 
     def standardised(self) -> tuple[np.ndarray, np.ndarray]:
         """(before, after): the weighted means over tasks, NaN for a feature no task contrasts."""

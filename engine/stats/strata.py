@@ -21,13 +21,14 @@ from typing import TypeAlias
 
 import numpy as np
 
-from engine.stats.design import CheckpointDesign, task_onehot
+from engine.stats.design import CheckpointDesign
 from engine.stats.rates import (
+    Contrast,
     Effects,
     Matrix,
     TaskLevels,
     contrast_weights,
-    robust_effects,
+    effects,
     rollout_rates,
     side_means,
 )
@@ -92,43 +93,20 @@ def stratified_levels(
         return TaskLevels(before / total, after / total, total)
 
 
-def _centred(values: np.ndarray, task: np.ndarray, n_tasks: int) -> np.ndarray:
-    """`values` (rows, ...) minus the mean of their task's rows."""
-    onehot = task_onehot(task, n_tasks)
-    sizes = np.maximum(np.bincount(task, minlength=n_tasks), 1).astype(np.float64)
-    means = (onehot @ values) / (sizes if values.ndim == 1 else sizes[:, None])
-    return values - means[task]
-
-
 def stratified_effects(
     counts: Sequence[Matrix], totals: np.ndarray, support: np.ndarray, design: CheckpointDesign, *, by_task: bool
 ) -> Effects:
     """The effect of `stratified_rates` on the scale of `stratified_levels` (the difference of their
-    standardised levels) with a robust standard error (`robust_effects`).
+    standardised levels): x'y over the levels' total weight, its standard error the robust spread of x'y
+    (`effects`) over the same weight. Arguments as `stratified_rates`'.
 
-    Per stratum s, x_rs is rollout r's label minus the mean label of its task's rollouts with segments of s (0
-    without): the estimate is sum_rs w_s x_rs (z_rs - m_gs) / sum_rs w_s x_rs^2 (z the rate on s, m its task
-    mean, the sums equal to x @ y and the levels' total weight), and rollout r's score is
-    sum_s w_s x_rs (z_rs - m_gs - x_rs beta). Arguments as `stratified_rates`'."""
-    weight = stratum_weights(totals, support)
-    shape = (design.n_rollouts, weight.shape[1])
-    centred, exposure = np.zeros(shape), np.zeros(shape)
-    label = design.is_after.astype(np.float64)
-    for s, stratum_counts in enumerate(counts):
-        columns = np.flatnonzero(weight[s] > 0)
-        has = np.flatnonzero(totals[:, s] > 0)
-        if columns.size == 0 or has.size == 0:
-            continue
-        stratum_rates = rollout_rates(stratum_counts[:, columns][has], totals[has, s], design)
-        rates = stratum_rates if isinstance(stratum_rates, np.ndarray) else stratum_rates.toarray()
-        x = _centred(label[has], design.task[has], design.n_tasks)
-        cell = np.ix_(has, columns)
-        centred[cell] += weight[s, columns] * x[:, None] * _centred(rates, design.task[has], design.n_tasks)
-        exposure[cell] += weight[s, columns] * (x**2)[:, None]
-    denominator = exposure.sum(axis=0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        beta = centred.sum(axis=0) / denominator
-    return robust_effects(design, beta, centred - exposure * beta, denominator, by_task=by_task)
+    Scores built per stratum (each rollout's label centred among its task's rollouts with segments of the
+    stratum) were tried: with few rollouts in a (task, stratum) cell their residuals shrink, and 95% intervals
+    covered 90% at 4 tasks x 4+4 with a rollout calling a tool with probability 0.3, against 95% for these."""
+    contrast = Contrast(design)
+    plain = effects(contrast, stratified_rates(counts, totals, support, design), by_task=by_task)
+    scale = stratified_levels(counts, totals, support, design).effect_scale(contrast.xx)
+    return Effects(plain.estimate * scale, plain.se * scale, plain.df, plain.unit)
 
 
 def feature_strata(counts: Matrix, totals: np.ndarray) -> Strata:
