@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from engine.stats.design import CheckpointDesign
@@ -131,3 +132,16 @@ def test_a_held_out_test_reads_each_claim_over_the_rollouts_it_labelled() -> Non
         axis=0,
     )
     np.testing.assert_allclose(permutation_se(noisy, totals, design), spread, rtol=0.2)
+
+
+def test_a_feature_with_no_cell_of_both_checkpoints_has_no_effect(recwarn: pytest.WarningsRecorder) -> None:
+    """Only after-rollouts call the tool the feature fires on: no (task, tool) cell compares the checkpoints,
+    so the levels and the effect are NaN (not 0, and not the product of a zero weight's infinite scale)."""
+    design = CheckpointDesign.from_labels(np.array([False, False, True, True]), np.zeros(4, dtype=int))
+    totals = np.array([[2.0, 0.0], [2.0, 0.0], [2.0, 1.0], [2.0, 2.0]])
+    counts = [sp.csc_array(np.zeros((4, 1))), sp.csc_array(np.array([[0.0], [0.0], [1.0], [0.0]]))]
+    support = np.array([[0.0], [1.0]])
+    before, after = stratified_levels(counts, totals, support, design).standardised()
+    effect = stratified_effects(counts, totals, support, design, by_task=False)
+    assert np.isnan([before[0], after[0], effect.estimate[0], effect.se[0]]).all()
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -148,9 +148,9 @@ class TaskLevels:
 
     def effect_scale(self, xx: float) -> np.ndarray:
         """(n_features,) x'x over the total weight: turns `effects`' x'y / x'x (and its standard error, the
-        spread of x'y over x'x) into the levels' difference; 1 where every rollout is a cell."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return xx / self.weight.sum(axis=0)
+        spread of x'y over x'x) into the levels' difference; 1 where every rollout is a cell, NaN where none is."""
+        total = self.weight.sum(axis=0)
+        return np.divide(xx, total, out=np.full(total.shape, np.nan), where=total > 0)
 
     def standardised(self) -> tuple[np.ndarray, np.ndarray]:
         """(before, after): the weighted means over tasks, NaN for a feature no task contrasts."""
