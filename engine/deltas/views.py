@@ -99,7 +99,7 @@ def expected_firing(data: DiscoveryCounts, rows: np.ndarray, design: CheckpointD
 class KindView:
     """One kind's design, rates and offsets over its rollouts (`rows` index the DiscoveryCounts's rollouts).
 
-    Tool calls are rates stratified over tools (`strata`, `engine.stats.strata`): the feature's rate among its
+    Tool calls are rates stratified over tools (`engine.stats.strata`): the feature's rate among its
     calls to each tool it fires on, weighted by the tool's pooled calls, so a new tool (or any change in the tool
     mix) moves neither a feature's rate on the other tools nor their weights' meaning, whatever the feature's
     source (the pooled share beside it moves). `offsets` (for 'any' rows) holds each feature's expected chance

@@ -19,7 +19,8 @@ import numpy as np
 from scipy import stats
 
 from engine.stats.design import CheckpointDesign, task_onehot
-from engine.stats.rates import Contrast, contrast_weights, rollout_rates
+from engine.stats.rates import Contrast, rollout_rates
+from engine.stats.strata import feature_strata, stratified_levels
 
 
 def permutation_se(counts: np.ndarray, totals: np.ndarray, design: CheckpointDesign) -> np.ndarray:
@@ -39,13 +40,11 @@ def permutation_se(counts: np.ndarray, totals: np.ndarray, design: CheckpointDes
     ssx = onehot @ contrast.x**2
     sse = onehot @ resid**2
     variance = (ssx / np.maximum(n_g - 1, 1)) @ sse
-    weight: float | np.ndarray = contrast.xx
-    if np.ndim(totals) == 2:  # the reported effect's scale: each feature's rollouts with segments for it
-        has = (np.asarray(totals) > 0).astype(np.float64)
-        n_after, n_all = onehot @ (has * design.is_after[:, None]), onehot @ has
-        weight = contrast_weights(n_all - n_after, n_after).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.sqrt(np.maximum(variance, 0.0)) / weight
+        se = np.sqrt(np.maximum(variance, 0.0)) / contrast.xx
+    if np.ndim(totals) == 2:  # the reported effect's scale: each feature's rollouts with segments for it
+        se = se * stratified_levels(*feature_strata(counts, totals), design).effect_scale(contrast.xx)
+    return se
 
 
 def minimum_detectable_effect(
