@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 from factories_hypotheses import Planted, make_study
 
 from engine.hypotheses.draft import DiscoverySplit
@@ -49,3 +50,33 @@ def test_a_small_studys_fold_drafts_n_grams_at_its_looser_level(tmp_path: Path) 
     assert not strict
     assert [s.top_ngrams[0] for s in loose if s.kinds == ("text",)][0] in phrase.content
     assert all(0.05 <= s.q_value < 0.5 and s.delta > 0 for s in loose)
+
+
+def test_a_tool_call_n_gram_reads_its_change_among_the_calls_to_its_tool(tmp_path: Path) -> None:
+    """Half the rollouts never search: after the step a third of the searches carry a dummy date (rate 1/3
+    among calls to the search tool in the rollouts that search), none before. The source's delta is that rate,
+    not a third of it spread over every rollout (about 0.17 when the rollouts without searches counted as
+    rollouts of no change)."""
+    store, _ = make_study(tmp_path / "s.duckdb", [], n_tasks=40, k=6, texts=6)
+    with store:
+        rollouts = store.frame("SELECT rollout_key, checkpoint FROM rollouts ORDER BY rollout_key")
+        search = store.frame(
+            "SELECT segment_id, rollout_key FROM segments WHERE tool_name = 'search_direct_flight' ORDER BY segment_id"
+        )
+        after = set(rollouts.filter(pl.col("checkpoint") == "after")["rollout_key"].to_list())
+        never = {k for k in rollouts["rollout_key"].to_list() if k % 2 == 1}  # odd rollouts never search
+        store.execute(
+            "DELETE FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
+            [[s for s, k in search.iter_rows() if k in never]],
+        )
+        dummy = [s for i, (s, k) in enumerate(search.iter_rows()) if k in after and k not in never and i % 3 == 0]
+        store.execute(
+            "UPDATE segments SET text = replace(text, '2024-05-20', 'dummy') "
+            "WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
+            [dummy],
+        )
+        discovery = DiscoverySplit(load_population(store, "before", "after", DISCOVERY))
+        sources = lexical_sources(discovery, np.random.default_rng(0), fdr=0.05, n_permutations=2000)
+    dummy_sources = [s for s in sources if s.kinds == ("tool_call",) and "dummy" in s.top_ngrams[0]]
+    assert dummy_sources, [s.top_ngrams for s in sources]
+    assert abs(dummy_sources[0].delta - 1 / 3) < 0.08, dummy_sources[0].delta

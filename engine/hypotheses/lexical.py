@@ -24,8 +24,8 @@ from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.permutation import PermutationBlock, refined_pvalues
-from engine.stats.rates import rollout_rates
-from engine.stats.strata import stratified_rates
+from engine.stats.rates import Contrast, rollout_rates
+from engine.stats.strata import stratified_levels, stratified_rates
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,12 @@ def lexical_sources(
             testable = testable[np.argsort(-firing[testable], kind="stable")[:MAX_TESTED]]
         if testable.size == 0:
             continue
+        scale = np.ones(testable.size)
+        if kind == "tool_call":  # the delta over (task, tool) cells, as the deltas table reads it
+            strata = [c[kept][:, testable] for c in per_tool], tool_totals[kept], support[:, testable]
+            scale = stratified_levels(*strata, design).effect_scale(Contrast(design).xx)
         blocks.append(PermutationBlock.of_rates(rates[:, testable], design))
-        meta.append((kind, np.array(list(vocab))[testable]))
+        meta.append((kind, np.array(list(vocab))[testable], scale))
     if not blocks:
         return []
     results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=n_permutations * 100)
@@ -95,9 +99,9 @@ def lexical_sources(
     offsets = np.cumsum([0] + [b.n_features for b in blocks])
     log.info("lexical sources: %d n-grams tested, %d significant", q.size, int((q < fdr).sum()))
     sources = []
-    for i, ((kind, grams), result) in enumerate(zip(meta, results, strict=True)):
+    for i, ((kind, grams, scale), result) in enumerate(zip(meta, results, strict=True)):
         qk = q[offsets[i] : offsets[i + 1]]
-        frame = pl.DataFrame({"gram": grams, "delta": result.observed, "q": qk}).filter(pl.col("q") < below)
+        frame = pl.DataFrame({"gram": grams, "delta": result.observed * scale, "q": qk}).filter(pl.col("q") < below)
         index, _ = discovery.index((kind,))
         chosen: list[np.ndarray] = []
         for gram, delta, qv in frame.sort(
