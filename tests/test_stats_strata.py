@@ -11,14 +11,18 @@ import scipy.sparse as sp
 from engine.stats.design import CheckpointDesign
 from engine.stats.power import permutation_se
 from engine.stats.prevalence import test_prevalence
-from engine.stats.rates import Contrast, effects
-from engine.stats.strata import (
-    feature_strata,
-    stratified_effects,
-    stratified_levels,
-    stratified_rates,
-    stratum_weights,
-)
+from engine.stats.rates import Contrast, Effects, effects
+from engine.stats.strata import feature_strata, stratified_levels, stratified_rates, stratum_weights
+
+
+def stratified_effects(
+    counts: list, totals: np.ndarray, support: np.ndarray, design: CheckpointDesign, *, by_task: bool
+) -> Effects:
+    """The cell estimator as the deltas stage and held-out tests run it: the effect of the stratified rates on
+    the levels' scale (`effects` with `TaskLevels.effect_scale`)."""
+    contrast = Contrast(design)
+    scale = stratified_levels(counts, totals, support, design).effect_scale(contrast.xx)
+    return effects(contrast, stratified_rates(counts, totals, support, design), by_task=by_task, scale=scale)
 
 
 def test_weights_are_pooled_segments_among_the_support() -> None:

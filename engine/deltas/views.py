@@ -143,11 +143,9 @@ class KindView:
         """The effect of `columns` (the difference of their standardised levels, less the offsets' for 'any'
         rows) with its robust standard error."""
         contrast = Contrast(self.design)
-        plain = effects(
-            contrast, dense_columns(self.tested_rates(columns), 0, columns.size), by_task=not self.design.few_tasks
-        )
+        rates = dense_columns(self.tested_rates(columns), 0, columns.size)
         scale = self.levels.effect_scale(contrast.xx)[columns]
-        return Effects(plain.estimate * scale, plain.se * scale, plain.df, plain.unit)
+        return effects(contrast, rates, by_task=not self.design.few_tasks, scale=scale)
 
     def blocks(self, columns: np.ndarray) -> list[tuple[np.ndarray, PermutationBlock]]:
         """(columns, block) pairs covering `columns`: one block over those columns' rates (and offsets)."""

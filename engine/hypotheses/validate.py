@@ -23,8 +23,9 @@ from engine.stats.fdr import bh_qvalues
 from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.power import minimum_detectable_effect, normal_mde
 from engine.stats.prevalence import PrevalenceTest, test_prevalence
+from engine.stats.rates import Contrast, effects
 from engine.stats.reward import reward_association
-from engine.stats.strata import feature_strata, stratified_effects, stratified_levels, stratified_rates
+from engine.stats.strata import feature_strata, stratified_levels, stratified_rates
 
 # The smallest change worth claiming, in proportion: a hypothesis whose interval rules out a change this large
 # in its direction is rejected as not replicated. Declared here rather than taken from the discovery delta,
@@ -215,9 +216,11 @@ def _equal_length(
         return out
     rates = np.column_stack([stratified_rates(*parts, design)[:, 0] for parts in strata])
     test = run_test(rates, np.ones(rows.size), is_after[rows], task[rows])
+    contrast = Contrast(design)
     for i, j in enumerate(columns):
-        # the delta over each stratum's rollouts with turns of its length (`stratified_effects`), not x'y / x'x
-        effect = stratified_effects(*strata[i], design, by_task=not design.few_tasks)
+        # the delta over each stratum's rollouts with turns of its length (`stratified_levels`), not x'y / x'x
+        scale = stratified_levels(*strata[i], design).effect_scale(contrast.xx)
+        effect = effects(contrast, rates[:, [i]], by_task=not design.few_tasks, scale=scale)
         low, high = effect_interval(effect.estimate, effect.se, effect.df, CONFIDENCE)
         words = words_per_turn(by_claim[(j,)], is_after)
         if np.isfinite(effect.estimate[0]) and np.isfinite(test.p_value[i]):

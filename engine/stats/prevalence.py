@@ -13,7 +13,7 @@ from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.permutation import PermutationBlock, refined_pvalues
 from engine.stats.rates import effects, task_levels
 from engine.stats.signflip import signflip_floor, signflip_pvalues
-from engine.stats.strata import feature_strata, stratified_effects, stratified_levels
+from engine.stats.strata import feature_strata, stratified_levels
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +86,10 @@ def test_prevalence(
         return PrevalenceTest(nan, nan, nan, nan, nan, nan, nan, pooled_b, pooled_a, "none")
     block = PermutationBlock(counts, totals, design)
     y = np.asarray(block.rates)
-    by_task = not design.few_tasks
-    if totals.ndim == 2:  # a rollout without segments for a feature is not one of its cells
-        cells = feature_strata(counts, totals)
-        levels, effect = stratified_levels(*cells, design), stratified_effects(*cells, design, by_task=by_task)
-    else:
-        levels, effect = task_levels(design, y), effects(block.contrast, y, by_task=by_task)
+    # with 2-d totals a rollout without segments for a feature is not one of its cells
+    levels = stratified_levels(*feature_strata(counts, totals), design) if totals.ndim == 2 else task_levels(design, y)
+    scale = levels.effect_scale(block.contrast.xx)
+    effect = effects(block.contrast, y, by_task=not design.few_tasks, scale=scale)
     before, after = levels.standardised()
     low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
     if new_tasks:

@@ -99,8 +99,9 @@ class Effects:
     unit: str  # 'task' (cluster-robust over tasks) or 'rollout' (heteroscedasticity-robust, these tasks)
 
 
-def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
-    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error.
+def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool, scale: np.ndarray | None = None) -> Effects:
+    """The effect x'y / x'x of dense rates y (n_rollouts, n_features) with a robust standard error, both times
+    `scale` where given (per feature: `TaskLevels.effect_scale`, the levels' scale).
 
     by_task: cluster-robust over tasks with the G/(G-1) factor and G-1 degrees of freedom (speaks for new
     tasks like these). Otherwise heteroscedasticity-robust over rollouts, scaled by n/(n-p) with n-p degrees
@@ -126,6 +127,8 @@ def effects(contrast: Contrast, y: np.ndarray, *, by_task: bool) -> Effects:
     se[~(se > 1e-12)] = np.nan
     if df < 1:
         se[:] = np.nan
+    if scale is not None:
+        beta, se = beta * scale, se * scale
     return Effects(beta, se, df, "task" if by_task else "rollout")
 
 
@@ -134,7 +137,7 @@ class TaskLevels:
     """Per task and feature: each checkpoint's mean rate and the task's weight in the within-task contrast.
 
     The weights make sum_g weight_g (after_g - before_g) = x @ y, the tested statistic, so the difference of
-    the `standardised` levels is x @ y over the total weight: `effects` times `effect_scale`. A task with no
+    the `standardised` levels is x @ y over the total weight: `effects` with `effect_scale`. A task with no
     contrast for a feature (weight 0) has NaN levels."""
 
     before: np.ndarray  # (n_tasks, n_features)
