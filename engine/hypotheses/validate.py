@@ -297,11 +297,10 @@ def _mde(
     if not new_tasks:
         return minimum_detectable_effect(counts, totals, design, alpha=alpha)
     levels = stratified_levels(*feature_strata(counts, totals), design)
-    weight = levels.weight.sum(axis=0)
+    before, after = levels.standardised()
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = levels.contributions().sum(axis=0) / weight
-        spread = np.where(levels.weight > 0, levels.contributions() - levels.weight * mean, 0.0)
-        se = np.sqrt((spread**2).sum(axis=0)) / weight
+        spread = np.where(levels.weight > 0, levels.contributions() - levels.weight * (after - before), 0.0)
+        se = np.sqrt((spread**2).sum(axis=0)) / levels.weight.sum(axis=0)
     return normal_mde(se, alpha=alpha)
 
 
