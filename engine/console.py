@@ -13,6 +13,7 @@ from rich.text import Text
 from engine.kinds import SEGMENT_KINDS
 from engine.safe_text import clean, line
 from engine.store.queries import StudySummary
+from engine.store.queries.deltas import LEVELS_READING
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 if TYPE_CHECKING:
@@ -133,8 +134,7 @@ def deltas_table(
         table.add_row(
             label_text(r["label"], label_width),
             kind,
-            _pct(r["prevalence_before"]),
-            _pct(r["prevalence_after"]),
+            *(_with_pooled(r[f"prevalence_{side}"], r.get(f"pooled_{side}")) for side in ("before", "after")),
             f"{_pts(r['delta'])} ({ci})",
             "–" if r["q_value"] is None else f"{r['q_value']:.3g}",
         )
@@ -150,9 +150,18 @@ def deltas_table(
         per_family = ", ".join(f"{name} {n} ({significant.get(name, 0)} significant)" for name, n in by_family.items())
         table.caption += (
             f"\nBH within each family: {per_family}. Rollouts are {families['length_ratio']:.2f}x as long after "
-            "('any' rows are adjusted for log-length; prevalence is each rollout's own rate)."
+            "('any' rows are tested adjusted for log-length)."
         )
+    table.caption += f"\n{LEVELS_READING} Pooled is dim, beneath."
     return table
+
+
+def _with_pooled(level: float | None, pooled: float | None) -> Text:
+    """A prevalence with the pooled share beneath it, dim."""
+    text = Text(_pct(level))
+    if pooled is not None:
+        text.append(f"\n{_pct(pooled)}", style="dim")
+    return text
 
 
 def validation_text(v: Validation) -> Text:

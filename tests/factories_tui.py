@@ -303,6 +303,8 @@ def _deltas(n_features: int, tasks: list[str], rng: np.random.Generator) -> tupl
             "ci_high": delta + half,
             "p_value": np.where(tested, p, np.nan),
             "q_value": q,
+            "pooled_before": np.clip(before * 0.9 + 0.02, 0.0, 1.0),  # longer rollouts weigh more: a little off
+            "pooled_after": np.clip(after * 1.1 - 0.01, 0.0, 1.0),
             "rollout_rate_before": np.minimum(1.0, before * 2),
             "rollout_rate_after": np.minimum(1.0, after * 2),
             "n_before": rng.integers(50, 500, fid.size),

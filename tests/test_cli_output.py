@@ -49,6 +49,29 @@ def test_deltas_fit_80_columns_with_whole_labels(study: Path, monkeypatch: pytes
     assert len(q_ends) <= 2  # numbers stay right-aligned in their columns
 
 
+def test_deltas_show_the_pooled_share_beneath_the_rates(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row's second line carries its pooled shares (the tested rates are on the first) and the caption says
+    which is which."""
+    text = run(monkeypatch, "deltas", str(study), "--top", "8")
+    with Store(study) as store:
+        rows = store.frame(
+            "SELECT prevalence_before, prevalence_after, pooled_before, pooled_after FROM feature_deltas "
+            "WHERE tested ORDER BY q_value, abs(delta) DESC, feature_id, kind LIMIT 8"
+        )
+    lines = text.splitlines()
+    level_lines = [i for i, line in enumerate(lines) if "(" in line and "…" in line and "%" in line]
+    assert len(level_lines) == 8
+    shown = 0
+    for i, r in zip(level_lines, rows.iter_rows(named=True), strict=True):
+        levels = f"{100 * r['prevalence_before']:.1f}%", f"{100 * r['prevalence_after']:.1f}%"
+        pooled = f"{100 * r['pooled_before']:.1f}%", f"{100 * r['pooled_after']:.1f}%"
+        assert all(x in lines[i] for x in levels)
+        assert all(x in lines[i + 1] for x in pooled)
+        shown += pooled != levels
+    assert shown  # the sample pair has rows where the two differ
+    assert "pooled: the share of all segments" in " ".join(text.split())
+
+
 def test_elide_middle_keeps_both_ends() -> None:
     assert elide_middle("abcdefghij", 7) == "abc…hij"
     assert elide_middle("short", 7) == "short"

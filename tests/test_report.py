@@ -15,7 +15,8 @@ from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate
 from engine.progress import NullProgress
 from engine.report import write_report
-from engine.report.content import ReportContent, excerpt, method_lines
+from engine.report.content import TOP_DELTAS, ReportContent, excerpt, method_lines
+from engine.store import Store
 from engine.store.queries import StudySummary, hypotheses, label_candidates
 from engine.store.queries.overview import StageStatus
 
@@ -57,6 +58,22 @@ def test_markdown_report(study, tmp_path: Path) -> None:
     assert "## Method and provenance" in text and "offline (extractive" in text
     calibration = text.split("## Labeler calibration against hand labels (1)")[1].split("##")[0]
     assert f"Hypothesis {hid}:" in calibration and "TP" in calibration and "corrected delta" in calibration
+
+
+def test_the_reports_deltas_show_the_pooled_share(sample_study_copy: Path, tmp_path: Path) -> None:
+    """Both formats put each row's pooled share beside its tested rates, with a line saying which is which."""
+    with Store(sample_study_copy) as store:
+        stored = store.frame(
+            "SELECT pooled_before, pooled_after FROM feature_deltas WHERE tested ORDER BY q_value ASC NULLS LAST, "
+            f"abs(delta) DESC NULLS LAST, feature_id, kind LIMIT {TOP_DELTAS}"
+        )
+        markdown = write_report(store, tmp_path / "r.md").read_text()
+        html = write_report(store, tmp_path / "r.html").read_text()
+    pooled = [(f"{100 * b:.1f}%", f"{100 * a:.1f}%") for b, a in stored.iter_rows()]
+    table = markdown.split("## Top feature deltas")[1].split("##")[0]
+    assert "pooled: the share of all segments" in table and table.count("| pooled |") == 1
+    assert all(f"| {b} -> {a} |" in table for b, a in pooled)
+    assert "<th>pooled</th>" in html and all(f"{b} &rarr; {a}</td>" in html for b, a in pooled)
 
 
 def test_html_report_is_self_contained_and_escaped(study, tmp_path: Path) -> None:

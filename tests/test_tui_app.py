@@ -173,6 +173,27 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path, monkeyp
         assert app.screen.detail is not None and (app.screen.detail.feature_id, app.screen.kind) == (feature_id, kind)
 
 
+async def test_feature_statistics_show_the_pooled_share_beside_the_rates(store_path: Path) -> None:
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_feature(0)
+        await settle(pilot)
+        feature = app.screen
+        assert isinstance(feature, FeatureScreen) and feature.detail is not None
+        shown = str(feature.query_one("#feature-stats", Static).render())
+    assert "pooled" in shown.splitlines()[0]
+    stored = rows(
+        store_path,
+        "SELECT kind, round(100 * pooled_before), round(100 * pooled_after) FROM feature_deltas WHERE feature_id = ?",
+        [feature.detail.feature_id],
+    )
+    assert stored
+    for kind, before, after in stored:
+        line = next(line for line in shown.splitlines() if line.startswith(kind))
+        assert f"{before:.0f}%→{after:.0f}%" in line
+
+
 async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:

@@ -11,6 +11,7 @@ from engine.hypotheses.provenance import provenance_text, tested_on
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
 from engine.report.svg import delta_dot, prevalence_bars
+from engine.store.queries.deltas import LEVELS_READING
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 CSS = """body{font:14px/1.45 system-ui,sans-serif;max-width:960px;margin:2em auto;padding:0 1em;color:#222}
@@ -116,15 +117,17 @@ def render_html(content: ReportContent) -> str:
         parts.append("</ul>")
     span = _axis(x for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta))
     parts.append(
-        "<h2>Top feature deltas (discovery split)</h2><table><tr><th>feature</th><th>kind</th>"
-        "<th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th><th>q (in family)</th></tr>"
+        f"<h2>Top feature deltas (discovery split)</h2><p class='muted'>{h(LEVELS_READING)}</p><table><tr>"
+        "<th>feature</th><th>kind</th><th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th>"
+        "<th>q (in family)</th><th>pooled</th></tr>"
     )
     for d in content.deltas:
         parts.append(
             f"<tr><td>{h(d.label)}</td><td>{h(d.kind)}</td><td>{h(d.family or '')}</td>"
             f"<td>{pct(d.prevalence_before)}</td>"
             f"<td>{pct(d.prevalence_after)}</td><td>{pts(d.delta)}</td>"
-            f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td></tr>"
+            f"<td>{delta_dot(d.delta, d.ci_low, d.ci_high, span)}</td><td>{q_text(d.q_value)}</td>"
+            f"<td class='muted'>{pct(d.pooled_before)} &rarr; {pct(d.pooled_after)}</td></tr>"
         )
     if content.sentence_features:
         parts.append("</table><h2>Concepts and behaviour groups: their sentences</h2><ul>")

@@ -11,6 +11,7 @@ from engine.hypotheses.provenance import provenance_text, tested_on
 from engine.llm.fence import clean
 from engine.report.content import ReportContent, excerpt, method_lines, pct, pts, q_text
 from engine.store.queries import HypothesisRow
+from engine.store.queries.deltas import LEVELS_READING
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
 EXCERPT = 240
@@ -131,14 +132,17 @@ def render_markdown(content: ReportContent) -> str:
         "",
         "## Top feature deltas (discovery split)",
         "",
-        "| feature | kind | family | before | after | delta (pts) | 95% CI | q (in family) |",
-        "|---|---|---|---|---|---|---|---|",
+        LEVELS_READING,
+        "",
+        "| feature | kind | family | before | after | delta (pts) | 95% CI | q (in family) | pooled |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for d in content.deltas:
         out.append(
             f"| {md(d.label, 80)} | {d.kind} | {d.family or ''} | {pct(d.prevalence_before)} | "
             f"{pct(d.prevalence_after)} | "
-            f"{pts(d.delta)} | [{pts(d.ci_low)}, {pts(d.ci_high)}] | {q_text(d.q_value)} |"
+            f"{pts(d.delta)} | [{pts(d.ci_low)}, {pts(d.ci_high)}] | {q_text(d.q_value)} | "
+            f"{pct(d.pooled_before)} -> {pct(d.pooled_after)} |"
         )
     if content.sentence_features:
         out += ["", "## Concepts and behaviour groups: their sentences", ""]

@@ -45,7 +45,7 @@ def _bar(value: float | None, width: int, style: str) -> Text:
 
 
 def stats_table(detail: FeatureDetail, palette: Palette) -> Text:
-    columns = ("kind", "before", "after", "Δ pp", "95% CI", "q", "rollouts", "reward b/a")
+    columns = ("kind", "before", "after", "Δ pp", "95% CI", "q", "pooled", "rollouts", "reward b/a")
     rows = []
     for d in detail.deltas:
         r = d.row
@@ -58,6 +58,7 @@ def stats_table(detail: FeatureDetail, palette: Palette) -> Text:
                 Text(pp(r.delta), style=style),
                 interval(r.ci_low, r.ci_high, 0),
                 pvalue(r.q_value) if r.tested else Text("untst", style="dim"),
+                Text(f"{pct(r.pooled_before, 0)}→{pct(r.pooled_after, 0)}", style="dim"),
                 f"{pct(d.rollout_rate_before, 0)}→{pct(d.rollout_rate_after, 0)}",
                 f"{signed(d.reward_assoc_before)}/{signed(d.reward_assoc_after)}",
             )

@@ -22,6 +22,14 @@ class DeltaFilter:
     sort: DeltaSort = "q"
 
 
+# How a deltas table's numbers read, for the caption beneath every rendering of one (CLI, report)
+LEVELS_READING = (
+    "Before and after: each rollout's own rate (tool calls: among calls to the same tool; 'any': whether it fires "
+    "at all), averaged within task; pooled: the share of all segments ('any': of rollouts), which moves with "
+    "length, tool mix and task mix and is not tested."
+)
+
+
 @dataclass(frozen=True)
 class DeltaRow:
     feature_id: int
@@ -38,6 +46,9 @@ class DeltaRow:
     q_value: float | None
     tested: bool
     family: str | None = None  # testing family (BH within it): engine.kinds.FAMILIES
+    # the pooled share sum(c) / sum(t) of each checkpoint (untested; moves with length and tool mix)
+    pooled_before: float | None = None
+    pooled_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ class DeltaPage:
 
 DELTA_COLUMNS = (
     "d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
-    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested, d.family"
+    "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested, d.family, d.pooled_before, d.pooled_after"
 )
 
 
