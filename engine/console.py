@@ -87,11 +87,22 @@ MIN_LABEL = 12  # below this a label column is unreadable: the table then grows 
 
 
 def elide_middle(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters by dropping its middle."""
+    """`text` cut to `limit` characters by dropping its middle: whole words (a label's quoted phrases stay
+    readable), or characters when not even its first and last words fit."""
     if len(text) <= limit:
         return text
-    head = (limit - 1) // 2
-    return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"
+    words = text.split(" ")
+    head, tail, used = 0, len(words), 1  # words[:head] and words[tail:] are kept; `used` counts the "…"
+    while head < tail:
+        side = head if head <= len(words) - tail else tail - 1
+        if used + len(words[side]) + 1 > limit:
+            break
+        used += len(words[side]) + 1
+        head, tail = (head + 1, tail) if side == head else (head, tail - 1)
+    if head and tail < len(words):
+        return " ".join([*words[:head], "…", *words[tail:]])
+    cut = (limit - 1) // 2
+    return f"{text[:cut]}…{text[len(text) - (limit - 1 - cut) :]}"
 
 
 def label_text(label: str | None, width: int) -> Text:

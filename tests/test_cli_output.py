@@ -75,6 +75,10 @@ def test_deltas_show_the_pooled_share_beneath_the_rates(study: Path, monkeypatch
 def test_elide_middle_keeps_both_ends() -> None:
     assert elide_middle("abcdefghij", 7) == "abc…hij"
     assert elide_middle("short", 7) == "short"
+    # whole words go, so a label's quoted phrases are not cut into fragments
+    label = "reply: “i must adhere”, “before proceeding”, “like to proceed”"
+    assert elide_middle(label, 50) == "reply: “i must adhere”, … “like to proceed”"
+    assert elide_middle(label, 40) == "reply: “i must … “like to proceed”"
 
 
 def test_deltas_json(study: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
