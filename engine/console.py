@@ -123,11 +123,10 @@ def _label_column(table: Table, numbers: tuple[tuple[str, int], ...], width: int
     return label_width
 
 
-def deltas_table(
-    rows: pl.DataFrame, tested: dict[str, int], width: int, families: dict[str, object] | None = None
-) -> Table:
+def deltas_table(rows: pl.DataFrame, tested: dict[str, int], width: int, families: str = "") -> Table:
     """Ranked deltas: label, kind, testing family, prevalence before/after, delta in points with its CI, q
-    (within the family); `families` (engine.deltas.family_summary) adds tests per family and the length change."""
+    (within the family); `families` (engine.store.queries.deltas.families_line) says tests per family and the
+    length change."""
     table = Table(
         title="Deltas (discovery split), most significant first",
         title_justify="left",
@@ -155,14 +154,7 @@ def deltas_table(
         f"not tested: {skipped or 'none'}"
     )
     if families:
-        by_family, significant = families["tested_by_family"], families["significant_by_family"]
-        # family_summary returns the deltas run's JSON metrics as objects; the stage stores both as name -> count
-        assert isinstance(by_family, dict) and isinstance(significant, dict)
-        per_family = ", ".join(f"{name} {n} ({significant.get(name, 0)} significant)" for name, n in by_family.items())
-        table.caption += (
-            f"\nBH within each family: {per_family}. Rollouts are {families['length_ratio']:.2f}x as long after "
-            "('any' rows are tested adjusted for log-length)."
-        )
+        table.caption += f"\n{families}"
     table.caption += f"\n{LEVELS_READING} Pooled is dim, beneath."
     return table
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -69,7 +70,11 @@ def test_deltas_show_the_pooled_share_beneath_the_rates(study: Path, monkeypatch
         assert all(x in lines[i + 1] for x in pooled)
         shown += pooled != levels
     assert shown  # the sample pair has rows where the two differ
-    assert "pooled: the share of all segments" in " ".join(text.split())
+    flat = " ".join(text.split())
+    assert "pooled: the share of all segments" in flat
+    assert re.search(
+        r"BH within each family: .* Rollouts are \d\.\d\dx as long after \(\d+\.\d -> \d+\.\d segments", flat
+    )
 
 
 def test_elide_middle_keeps_both_ends() -> None:

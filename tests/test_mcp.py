@@ -108,6 +108,10 @@ async def test_study_summary_matches_the_store(study: Path) -> None:
         study, "SELECT count(*) FILTER (WHERE tested), count(*) FILTER (WHERE q_value <= 0.05) FROM feature_deltas"
     )[0]
     assert (summary["deltas_tested"], summary["deltas_significant"]) == (tested, significant)
+    families = summary["deltas_by_family"]
+    per_family = sql(study, "SELECT family, count(*) FROM feature_deltas WHERE tested GROUP BY ALL")
+    assert families["tested_by_family"] == dict(per_family) and sum(families["tested_by_family"].values()) == tested
+    assert families["length_ratio"] > 0 and families["segments_per_rollout_after"] > 0
     assert summary["clusters"] == sql(study, "SELECT count(*) FROM clusters")[0][0] > 0
     assert summary["hypotheses_by_status"] == dict(sql(study, "SELECT status, count(*) FROM hypotheses GROUP BY 1"))
     assert [s["stage"] for s in summary["stages"]] == ["split", "features", "deltas", "clusters"]

@@ -60,7 +60,9 @@ def test_markdown_report(study, tmp_path: Path) -> None:
     assert f"Hypothesis {hid}:" in calibration and "TP" in calibration and "corrected delta" in calibration
 
 
-def test_the_reports_deltas_show_the_pooled_share(sample_study_copy: Path, tmp_path: Path) -> None:
+def test_the_reports_deltas_show_the_pooled_share_the_families_and_the_length_change(
+    sample_study_copy: Path, tmp_path: Path
+) -> None:
     """Both formats put each row's pooled share beside its tested rates, with a line saying which is which."""
     with Store(sample_study_copy) as store:
         stored = store.frame(
@@ -74,6 +76,10 @@ def test_the_reports_deltas_show_the_pooled_share(sample_study_copy: Path, tmp_p
     assert "pooled: the share of all segments" in table and table.count("| pooled |") == 1
     assert all(f"| {b} -> {a} |" in table for b, a in pooled)
     assert "<th>pooled</th>" in html and all(f"{b} &rarr; {a}</td>" in html for b, a in pooled)
+    # beside the table: tests per family and the length change the 'any' rows are adjusted for
+    for text in (table, html):
+        assert re.search(r"BH within each family: sae \d+ \(\d+ significant\)", text)
+        assert re.search(r"Rollouts are \d\.\d\dx as long after \(\d+\.\d -(?:>|&gt;) \d+\.\d segments", text)
 
 
 def test_html_report_is_self_contained_and_escaped(study, tmp_path: Path) -> None:

@@ -121,6 +121,22 @@ def _received(messages: list[Message], kind: type[M]) -> list[M]:
     return [m for m in messages if isinstance(m, kind)]
 
 
+async def test_deltas_say_how_much_longer_the_rollouts_are(store_path: Path) -> None:
+    """'any' rows are tested adjusted for length: the screen says how much the length changed."""
+    segments = rows(
+        store_path,
+        "SELECT json_extract(metrics, '$.segments_per_rollout_before')::DOUBLE, "
+        "json_extract(metrics, '$.segments_per_rollout_after')::DOUBLE FROM runs WHERE stage = 'deltas'",
+    )[0]
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await settle(pilot)
+        shown = str(app.screen.query_one("#delta-length", Static).render())
+    assert f"Rollouts are {segments[1] / segments[0]:.2f}x as long after" in shown
+    assert f"({segments[0]:.1f} -> {segments[1]:.1f} segments a rollout)" in shown
+
+
 async def test_deltas_filter_sort_search_page_and_open(store_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(deltas_screen, "PAGE", 50)  # pages of 50: the study's tested deltas take several
     app = RldiffApp(store_path)

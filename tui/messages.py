@@ -59,6 +59,7 @@ class ExploratoryLoaded(Message):
 class DeltaPageLoaded(Message):
     page: DeltaPage
     filter: DeltaFilter
+    length: str | None = None  # the rollouts' length change (first page only)
 
 
 @dataclass

@@ -216,8 +216,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_deltas(args: argparse.Namespace) -> int:
     from engine.console import deltas_table
-    from engine.deltas import family_summary, ranked_deltas, testing_summary
+    from engine.deltas import ranked_deltas, testing_summary
     from engine.store import Store
+    from engine.store.queries.deltas import families_line, family_summary
 
     with Store(output.existing(args.store), read_only=True) as store:
         rows = ranked_deltas(store, args.kind, args.top)
@@ -238,10 +239,15 @@ def cmd_deltas(args: argparse.Namespace) -> int:
                 output.out.print(reward_strata_table(rows, strata, output.out.width))
         elif args.json:
             output.print_json(
-                {"deltas": rows.to_dicts(), "tested": testing_summary(store), "families": family_summary(store)}
+                {
+                    "deltas": rows.to_dicts(),
+                    "tested": testing_summary(store),
+                    "families": family_summary(store.cursor()),
+                }
             )
         else:
-            output.out.print(deltas_table(rows, testing_summary(store), output.out.width, family_summary(store)))
+            families = families_line(family_summary(store.cursor()))
+            output.out.print(deltas_table(rows, testing_summary(store), output.out.width, families))
     return 0
 
 

@@ -1,9 +1,8 @@
 """The deltas stage in the store: compute and write feature_deltas, the whole-study exploratory ranking of small
-studies, and the read helpers of the CLI (ranked deltas, testing and family summaries)."""
+studies, and the read helpers of the CLI (ranked deltas, the testing summary)."""
 
 from __future__ import annotations
 
-import json
 import logging
 
 import numpy as np
@@ -116,16 +115,3 @@ def testing_summary(store: Store) -> dict[str, int]:
     summary = {row["what"]: int(row["n"]) for row in rows.iter_rows(named=True)}
     summary["significant"] = int(rows["significant"].sum()) if rows.height else 0
     return summary
-
-
-def family_summary(store: Store) -> dict[str, object] | None:
-    """Tests and findings per testing family and the rollouts' length change, from the last deltas run."""
-    metrics = store.scalar(
-        "SELECT metrics FROM runs WHERE stage = ? AND status = 'done' ORDER BY finished_at DESC LIMIT 1", [STAGE]
-    )
-    if metrics is None:
-        return None
-    data = json.loads(metrics)
-    if "tested_by_family" not in data:
-        return None
-    return {k: data.get(k) for k in ("tested_by_family", "significant_by_family", "length_ratio")}

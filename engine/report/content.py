@@ -16,6 +16,7 @@ from engine.store.queries import (
     SentenceFeature,
     StudySummary,
 )
+from engine.store.queries.deltas import families_line, family_summary
 from engine.store.queries.llm import total_cost
 from engine.store.queries.runs import stage_configs
 
@@ -40,6 +41,7 @@ class ReportContent:
     calibrations: dict[int, dict[str, Any]] = field(default_factory=dict)  # hypothesis_id -> stored calibration
     # a small study's whole-study ranking (it includes held-out rollouts: a report showing it logs the view)
     exploratory: list[dict[str, Any]] = field(default_factory=list)
+    families: str = ""  # beneath the deltas table: tests per family, the rollouts' length change
 
     @property
     def restating_note(self) -> str | None:
@@ -77,6 +79,7 @@ def gather(store: Store) -> ReportContent:
         sentence_features=queries.sentence_features(con, TOP_SENTENCE_FEATURES),
         calibrations={k: v for k, v in calibrations.items() if v is not None},
         exploratory=queries.exploratory_ranking(con, summary)[:TOP_EXPLORATORY],
+        families=families_line(family_summary(con)),
     )
 
 

@@ -117,7 +117,8 @@ def render_html(content: ReportContent) -> str:
         parts.append("</ul>")
     span = _axis(x for d in content.deltas for x in (d.ci_low, d.ci_high, d.delta))
     parts.append(
-        f"<h2>Top feature deltas (discovery split)</h2><p class='muted'>{h(LEVELS_READING)}</p><table><tr>"
+        "<h2>Top feature deltas (discovery split)</h2>"
+        f"<p class='muted'>{h(LEVELS_READING)} {h(content.families)}</p><table><tr>"
         "<th>feature</th><th>kind</th><th>family</th><th>before</th><th>after</th><th>delta (pts)</th><th></th>"
         "<th>q (in family)</th><th>pooled</th></tr>"
     )

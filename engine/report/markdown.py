@@ -132,7 +132,7 @@ def render_markdown(content: ReportContent) -> str:
         "",
         "## Top feature deltas (discovery split)",
         "",
-        LEVELS_READING,
+        " ".join(filter(None, (LEVELS_READING, content.families))),
         "",
         "| feature | kind | family | before | after | delta (pts) | 95% CI | q (in family) | pooled |",
         "|---|---|---|---|---|---|---|---|---|",

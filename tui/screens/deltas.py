@@ -96,6 +96,7 @@ class DeltasScreen(RldiffScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="delta-filters")
+        yield Static(id="delta-length")
         yield SearchBox(placeholder="search labels (Enter: back to the table, Esc: clear)", id="delta-search")
         yield PagedTable(id="deltas")
 
@@ -111,18 +112,26 @@ class DeltasScreen(RldiffScreen):
 
     def _load(self, offset: int) -> None:
         from engine.store import queries
+        from engine.store.queries.deltas import family_summary, length_line
 
         flt = self.filter
         self.run_query(
             "deltas" if offset == 0 else "deltas-more",
-            lambda cur: queries.delta_page(cur, flt, offset, PAGE),
-            lambda page: DeltaPageLoaded(page, flt),
+            lambda cur: (
+                queries.delta_page(cur, flt, offset, PAGE),
+                None if offset else length_line(family_summary(cur)),
+            ),
+            lambda loaded: DeltaPageLoaded(loaded[0], flt, loaded[1]),
         )
 
     def on_delta_page_loaded(self, message: DeltaPageLoaded) -> None:
         if message.filter != self.filter:
             return  # a newer filter is loading
         page = message.page
+        if message.length is not None:
+            self.query_one("#delta-length", Static).update(
+                Text(message.length, style="dim", no_wrap=True, overflow="ellipsis")
+            )
         table = self.query_one(PagedTable)
         if page.offset == 0:
             self._rows = []

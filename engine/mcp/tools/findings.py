@@ -12,6 +12,7 @@ from engine.kinds import DeltaKind, DeltaSort, Direction, Source
 from engine.mcp.results import to_json
 from engine.mcp.tools.base import Id, Limit, MaxChars, Offset, ToolGroup, page_json, segment_json
 from engine.store import queries
+from engine.store.queries.deltas import family_summary
 from engine.store.queries.overview import EXPLORATORY_RULE
 
 
@@ -21,11 +22,14 @@ class FindingTools(ToolGroup):
     def study_summary(self) -> str:
         """Start here. What the study holds and how far its analysis got: each checkpoint's tasks, rollouts,
         segments by kind and success rate (mean reward with a task-clustered 95% CI); the compared
-        before/after pair; rollouts per split; tested and significant (q <= 0.05) feature deltas; clusters;
+        before/after pair; rollouts per split; tested and significant (q <= 0.05) feature deltas, also per
+        testing family (BH runs within each) with the rollouts' length change ('any' rows are adjusted for it);
+        clusters;
         hypotheses by status; the user's decisions; and the pipeline stages that ran."""
         with self.access.reading() as s:
             summary = queries.study_summary(s.con)
             counts = queries.analysis_counts(s.con)
+            families = family_summary(s.con)
         return to_json(
             {
                 "store": str(self.access.path),
@@ -53,6 +57,7 @@ class FindingTools(ToolGroup):
                 "features": counts.n_features,
                 "deltas_tested": counts.n_deltas_tested,
                 "deltas_significant": counts.n_deltas_significant,
+                "deltas_by_family": families,
                 "clusters": counts.n_clusters,
                 "hypotheses_by_status": counts.hypotheses_by_status,
                 "decisions": counts.decisions,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.kinds import DeltaKind, DeltaSort, Direction, Source
-from engine.store.queries.base import Connection, fetch_dicts, fetchone
+from engine.store.queries.base import Connection, fetch_dicts, fetchone, first_row, json_value
 
 
 @dataclass(frozen=True)
@@ -115,3 +115,47 @@ def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 
         [*params, limit, offset],
     )
     return DeltaPage(rows=[delta_row(r) for r in rows], offset=offset, total=total)
+
+
+# What the deltas run records about its families and the rollouts' length, for readers of its table
+_FAMILY_KEYS = (
+    "tested_by_family",
+    "significant_by_family",
+    "length_ratio",
+    "segments_per_rollout_before",
+    "segments_per_rollout_after",
+)
+
+
+def family_summary(con: Connection) -> dict[str, Any] | None:
+    """Tests and findings per testing family and the rollouts' length change, from the last finished deltas
+    run; None before one that records them."""
+    row = first_row(
+        con, "SELECT metrics FROM runs WHERE stage = 'deltas' AND status = 'done' ORDER BY finished_at DESC LIMIT 1"
+    )
+    metrics = (json_value(row[0]) if row else None) or {}
+    return {k: metrics.get(k) for k in _FAMILY_KEYS} if "tested_by_family" in metrics else None
+
+
+def length_line(summary: dict[str, Any] | None) -> str:
+    """How much longer the after-rollouts are, which 'any' rows are tested adjusted for ('' without a summary)."""
+    if not summary:
+        return ""
+    before, after = summary.get("segments_per_rollout_before"), summary.get("segments_per_rollout_after")
+    length = f" ({before:.1f} -> {after:.1f} segments a rollout)" if before is not None and after is not None else ""
+    return (
+        f"Rollouts are {summary['length_ratio']:.2f}x as long after{length}; 'any' rows are tested adjusted for "
+        "log-length."
+    )
+
+
+def families_line(summary: dict[str, Any] | None) -> str:
+    """Beside a deltas table: tests and findings per testing family (BH runs within each) and the length change
+    (`length_line`); '' without a summary."""
+    if not summary:
+        return ""
+    significant = summary["significant_by_family"] or {}
+    per_family = ", ".join(
+        f"{name} {n} ({significant.get(name, 0)} significant)" for name, n in summary["tested_by_family"].items()
+    )
+    return f"BH within each family: {per_family}. {length_line(summary)}"
