@@ -220,11 +220,3 @@ def calibration_text(hypothesis_id: int, c: Calibration) -> Text:
     text = Text(f"hypothesis {hypothesis_id}: {first}\n", style="bold")
     text.append("\n".join("  " + line for line in rest))
     return text
-    p = c.ppi
-    text.append(
-        f"corrected (PPI++): {_pct(p.before.estimate)} -> {_pct(p.after.estimate)}, "
-        f"Δ {_pts(p.delta)} pts, 95% CI {_pts(p.ci_low)}…{_pts(p.ci_high)} "
-        f"(labeler weight {p.before.weight:.2f} / {p.after.weight:.2f}; "
-        f"{p.before.n_hand} + {p.after.n_hand} hand labels)"
-    )
-    return text

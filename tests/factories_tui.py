@@ -592,14 +592,19 @@ async def settle(pilot, rounds: int = 20) -> None:  # noqa: ANN001
 def _calibration_and_view(store: Store, hypothesis_id: int, rng: np.random.Generator) -> None:
     """A labeler calibration of one hypothesis (the real estimator on a simulated hand sample) and one logged
     view of its held-out examples, both before any test adds hypotheses."""
-    from engine.hypotheses.calibration import checkpoint_estimate, corrected_delta
+    from engine.hypotheses.calibration import RolloutRates, checkpoint_estimate, corrected_delta
 
+    rollout = np.arange(400) // 25  # 8 rollouts of 25 labelled segments a checkpoint, 2 a task
+    verdicts = rng.random(400) < np.where(rollout < 8, 0.2, 0.4)
+    rates = RolloutRates(
+        np.bincount(rollout, verdicts.astype(np.float64)), np.full(16, 25.0), np.arange(16) >= 8, np.arange(16) % 4
+    )
     sides = []
-    for rate in (0.2, 0.4):
-        verdicts = rng.random(200) < rate
-        hand = np.concatenate([np.flatnonzero(verdicts)[:10], np.flatnonzero(~verdicts)[:10]])
+    for side, level in enumerate(rates.levels()[:2]):
+        mine = np.flatnonzero((rollout >= 8) == bool(side))
+        hand = np.concatenate([mine[verdicts[mine]][:10], mine[~verdicts[mine]][:10]])
         truth = verdicts[hand] ^ (rng.random(hand.size) < 0.1)
-        sides.append(checkpoint_estimate(verdicts, np.ones(200), truth, verdicts[hand], np.ones(hand.size)))
-    result = corrected_delta(hypothesis_id, 40, *sides)
+        sides.append(checkpoint_estimate(level, mine.size, truth, verdicts[hand], np.ones(hand.size)))
+    result = corrected_delta(hypothesis_id, 40, *sides, rates)
     store.execute("INSERT INTO hypothesis_calibrations VALUES (?, ?, ?)", [hypothesis_id, result.as_json(), T0])
     store.execute("INSERT INTO heldout_views VALUES (?, 'cli', ?)", [T0, hypothesis_id])

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from factories_hypotheses import Planted, add_features, make_study
 
+from bench.labeler_calibration import shipped_interval, simulate
 from engine.config import AnalyzeConfig
 from engine.console import calibration_text
 from engine.errors import InputError
 from engine.hypotheses import lifecycle, stage
-from engine.hypotheses.calibration import calibrate, checkpoint_estimate, corrected_delta
+from engine.hypotheses.calibration import calibrate, checkpoint_estimate
 from engine.hypotheses.calibration_record import stored_calibration
 from engine.hypotheses.judge import JUDGE_SCHEMA
 from engine.kinds import HELDOUT
@@ -35,46 +36,38 @@ def study(tmp_path: Path):
 
 
 def test_corrected_prevalence_against_a_hand_computed_reference() -> None:
-    """100 verdicts, 40 yes; hand labels: 8 of 10 labeler-yes and 1 of 10 labeler-no are true.
-    theta = 0.4 * 0.8 + 0.6 * 0.1 = 0.38; sensitivity 0.32 / 0.38; specificity 0.54 / 0.62; variance
-    0.16 * (0.75 * 0.25 / 10) + 0.36 * (1/6 * 5/6 / 10) + 0.7^2 * 0.24 / 100 (add-one smoothing in the shares'
+    """A labeler level of 0.4 over 100 segments; hand labels: 8 of 10 labeler-yes and 1 of 10 labeler-no are
+    true. theta = 0.4 * 0.8 + 0.6 * 0.1 = 0.38; sensitivity 0.32 / 0.38; specificity 0.54 / 0.62; the hand
+    sample's variance 0.16 * (0.75 * 0.25 / 10) + 0.36 * (1/6 * 5/6 / 10) (add-one smoothing in the shares'
     variances)."""
-    verdicts = np.arange(100) < 40
     hand_verdict = np.arange(20) < 10
     hand_truth = np.array([True] * 8 + [False] * 2 + [True] + [False] * 9)
-    c = checkpoint_estimate(verdicts, np.ones(100), hand_truth, hand_verdict, np.ones(20))
+    c = checkpoint_estimate(0.4, 100, hand_truth, hand_verdict, np.ones(20))
     assert c.corrected == pytest.approx(0.38)
+    assert (c.true_if_yes, c.true_if_no) == (pytest.approx(0.8), pytest.approx(0.1))
     assert c.sensitivity == pytest.approx(0.32 / 0.38) and c.specificity == pytest.approx(0.54 / 0.62)
-    expected_var = 0.16 * 0.75 * 0.25 / 10 + 0.36 * (1 / 6) * (5 / 6) / 10 + 0.49 * 0.24 / 100
-    assert c.se == pytest.approx(np.sqrt(expected_var))
+    expected_var = 0.16 * 0.75 * 0.25 / 10 + 0.36 * (1 / 6) * (5 / 6) / 10
+    assert c.hand_se == pytest.approx(np.sqrt(expected_var))
     assert (c.tp, c.fp, c.fn, c.tn) == (8, 2, 1, 9)
     # One hand label where the labeler said no: no correction, and the reason names what is missing.
-    thin = checkpoint_estimate(verdicts, np.ones(100), hand_truth[:11], hand_verdict[:11], np.ones(11))
+    thin = checkpoint_estimate(0.4, 100, hand_truth[:11], hand_verdict[:11], np.ones(11))
     assert thin.corrected is None and "said no (has 1)" in thin.missing
 
 
 def test_corrected_interval_covers_the_truth_a_biased_labeler_misses() -> None:
-    """A labeler whose false positives differ by checkpoint (5% vs 25%) and which misses 20% of positives,
-    with judge-style sampling weights (one task of each checkpoint sampled at a quarter): its own delta is off by
-    more than 10 points; with 30 hand labels per (checkpoint, verdict) stratum the corrected 95% interval covers
-    the true delta in at least 90% of 300 replications (a calibrated one falls below with probability < 0.1%)."""
+    """A labeler whose false positives differ by checkpoint (5% vs 30%), missing 20% of positives, with
+    judge-style weights and true rates that vary by task and rollout (`bench/labeler_calibration.py`): its own
+    delta is off by more than 10 points; the corrected 95% interval covers the true +0.1 in at least 90% of 300
+    studies (a calibrated one falls below with probability < 0.1%), though a rollout's segments are not
+    independent."""
     rng = np.random.default_rng(0)
     covered, naive = 0, []
     for _ in range(300):
-        sides = []
-        for truth_rate, false_positive in ((0.2, 0.05), (0.3, 0.25)):
-            task = rng.random(3000) < 0.5
-            truth = rng.random(3000) < np.where(task, truth_rate + 0.1, truth_rate - 0.1)
-            verdict = (truth & (rng.random(3000) < 0.8)) | (~truth & (rng.random(3000) < false_positive))
-            kept = ~task | (rng.random(3000) < 0.25)  # the judge's sample: a quarter of one task
-            weights = np.where(task, 4.0, 1.0)[kept]
-            v, t = verdict[kept], truth[kept]
-            hand = np.concatenate([rng.choice(np.flatnonzero(v == x), 30, replace=False) for x in (True, False)])
-            sides.append(checkpoint_estimate(v, weights, t[hand], v[hand], weights[hand]))
-            naive.append(float(weights @ v / weights.sum()) - truth_rate)
-        result = corrected_delta(0, 120, *sides)
-        covered += result.ci_low <= 0.1 <= result.ci_high
-    assert np.mean(naive[1::2]) - np.mean(naive[::2]) > 0.1
+        study = simulate(rng, rollout_sd=0.08, hand=60, bases=(0.35, 0.45), false_positives=(0.05, 0.3))
+        _, low, high, own = shipped_interval(study)
+        naive.append(own - 0.1)
+        covered += low <= 0.1 <= high
+    assert np.mean(naive) > 0.1
     assert covered >= 270
 
 
@@ -108,7 +101,14 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     )
     # The stratified hand sample has both verdicts in both checkpoints, so both are corrected.
     assert min(result.before.tp + result.before.fp, result.before.tn + result.before.fn) >= 2
-    observed = store.scalar("SELECT prevalence_after FROM hypotheses WHERE hypothesis_id = ?", [hid])
+    tested = store.frame(
+        "SELECT prevalence_before, prevalence_after, delta FROM hypotheses WHERE hypothesis_id = ?", [hid]
+    ).row(0, named=True)
+    observed = tested["prevalence_after"]
+    # the labeler's own levels and delta are the held-out test's: one estimand, corrected or not
+    assert result.before.labeler_rate == pytest.approx(tested["prevalence_before"])
+    assert result.after.labeler_rate == pytest.approx(observed)
+    assert result.labeler_delta == pytest.approx(tested["delta"])
     # The broad labeler over-reports; corrected for its false positives the prevalence is lower.
     assert result.after.corrected is not None and 0.0 <= result.after.corrected < observed
     assert result.ci_low < result.delta < result.ci_high

@@ -1,19 +1,22 @@
 """Labeler calibration: the labeler against a person's hand labels, per checkpoint, and the held-out delta
 corrected for the labeler's errors with a confidence interval that carries the uncertainty of both samples.
 
-The hand sample is drawn within strata of (checkpoint, labeler verdict) (`queries.label_candidates` takes them
-in turn). Per checkpoint c, with P_c the labeler's weighted share of 'yes' over its held-out sample (the
-judge's sampling weights; 1 for a verifier) and a_cv the weighted share of the person's 'yes' among hand
-labels of verdict v, the corrected prevalence is
+The estimand is the held-out test's (engine.stats.prevalence): each rollout's rate of labelled segments,
+averaged within task. The hand sample is drawn within strata of (checkpoint, labeler verdict)
+(`queries.label_candidates` takes them in turn); a_cv is the weighted share of the person's 'yes' among the
+hand labels of checkpoint c where the labeler said v (the judge's sampling weights; 1 for a verifier). Within a
+checkpoint a segment the labeler says v about is truly positive with probability a_cv, so a rollout's true rate
+is, in expectation, a_c0 + (a_c1 - a_c0) y_r given its labeler rate y_r, and the corrected level is
 
-    theta_c = P_c a_c1 + (1 - P_c) a_c0
+    theta_c = a_c0 + (a_c1 - a_c0) L_c
 
-the double-sampling estimator (Tenenbein 1970). It is prediction-powered inference (PPI; Angelopoulos et
-al. 2023) with the rectifier weighted by stratum: the labeler's verdict is constant within a stratum, so PPI++'s
-power-tuning weight drops out. Its variance (delta method) is
-(a_c1 - a_c0)^2 P_c (1 - P_c) / N_c + P_c^2 var(a_c1) + (1 - P_c)^2 var(a_c0), N_c the labeler sample's Kish
-effective size; the checkpoints' samples are independent, so the delta's variances add. Sensitivity and
-specificity per checkpoint follow by Bayes' rule: P_c a_c1 / theta_c and (1 - P_c)(1 - a_c0) / (1 - theta_c).
+with L_c the labeler's level (the held-out prevalence): the double-sampling estimator (Tenenbein 1970) on the
+test's estimand, i.e. prediction-powered inference with the rectifier taken per verdict stratum (the labeler's
+verdict is constant within one, so PPI++'s power-tuning weight drops out). The corrected delta is the held-out
+effect of the corrected rollout rates; its variance adds that effect's robust variance (over tasks or rollouts,
+as the test's interval; the hand shares held fixed) and the hand shares' (delta method:
+L_c^2 var(a_c1) + (1 - L_c)^2 var(a_c0) per checkpoint; the samples are independent). Sensitivity and
+specificity per checkpoint follow by Bayes' rule: L_c a_c1 / theta_c and (1 - L_c)(1 - a_c0) / (1 - theta_c).
 Methods and assumptions: docs/statistics.md ("Labeler error").
 """
 
@@ -26,12 +29,13 @@ from typing import NamedTuple
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from engine.errors import InputError
 from engine.hypotheses.lifecycle import label, open_session
 from engine.hypotheses.population import Population
 from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
+from engine.stats.intervals import CONFIDENCE, effect_interval
+from engine.stats.prevalence import rate_effect
 from engine.store import Store
 from engine.store.queries import testing
 from engine.study import last_config
@@ -39,7 +43,6 @@ from engine.study import last_config
 # Hand labels needed in each (checkpoint, verdict) stratum the labeler uses: with one, a stratum's share has no
 # variance estimate at all.
 MIN_PER_STRATUM = 2
-CONFIDENCE = 0.95
 
 
 class _Counts(NamedTuple):
@@ -59,13 +62,15 @@ class Checkpoint:
     fp: int
     fn: int
     tn: int
-    labeler_rate: float | None  # P_c: the labeler's weighted share of yes over the whole held-out sample
+    labeler_rate: float | None  # L_c: the labeler's held-out prevalence (mean rollout rate within task)
     n_labeler: int  # segments the labeler labelled in this checkpoint
     corrected: float | None  # theta_c
-    se: float | None
+    hand_se: float | None  # theta_c's standard error from the hand sample alone
     sensitivity: float | None  # of the labeler, estimated for this checkpoint's held-out segments
     specificity: float | None
     missing: str | None = None  # why `corrected` is None
+    true_if_yes: float | None = None  # a_c1: the person's share of yes where the labeler said yes
+    true_if_no: float | None = None  # a_c0
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ class Calibration:
     n: int  # segments the person labelled
     before: Checkpoint
     after: Checkpoint
-    labeler_delta: float | None  # the labeler's own (uncorrected) delta: after - before of P_c
+    labeler_delta: float | None  # the labeler's own (uncorrected) held-out delta
     delta: float | None  # corrected
     ci_low: float | None
     ci_high: float | None
@@ -94,56 +99,92 @@ def _share(y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
 
 
 def checkpoint_estimate(
-    verdicts: np.ndarray,
-    weights: np.ndarray,
+    labeler_rate: float | None,
+    n_labeler: int,
     hand_truth: np.ndarray,
     hand_verdict: np.ndarray,
     hand_weights: np.ndarray,
 ) -> Checkpoint:
-    """One checkpoint: the labeler's verdicts and weights over its held-out sample, and the hand sample's
-    truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
+    """One checkpoint: the labeler's held-out level L_c (None when it has none) over `n_labeler` segments, and
+    the hand sample's truth, the labeler's verdict on it, and its weights (the same sampling weights)."""
     t, v = hand_truth.astype(bool), hand_verdict.astype(bool)
     counts = _Counts(int((t & v).sum()), int((~t & v).sum()), int((t & ~v).sum()), int((~t & ~v).sum()))
-    n_labeler = int(verdicts.size)
-    if n_labeler == 0:
-        none = "the labeler labelled no segment here"
-        return Checkpoint(*counts, labeler_rate=None, n_labeler=0, corrected=None, se=None,
+    if labeler_rate is None or n_labeler == 0:
+        none = "the labeler labelled no segment here" if n_labeler == 0 else "no task has rollouts of both checkpoints"
+        return Checkpoint(*counts, labeler_rate=None, n_labeler=n_labeler, corrected=None, hand_se=None,
                           sensitivity=None, specificity=None, missing=none)  # fmt: skip
-    p = float(weights @ verdicts / weights.sum())
-    var_p = p * (1 - p) * (weights**2).sum() / weights.sum() ** 2  # Kish: p(1 - p) / N_eff
-    theta, var, shares = 0.0, 0.0, {True: 0.0, False: 0.0}
-    for verdict, mass in ((True, p), (False, 1 - p)):
+    level = labeler_rate
+    shares, variance = {True: 0.0, False: 0.0}, 0.0
+    for verdict, mass in ((True, level), (False, 1 - level)):
         rows = v == verdict
         if mass == 0:
-            continue
+            continue  # the labeler never says this here: its stratum's share does not enter
         if rows.sum() < MIN_PER_STRATUM:
             why = f"needs {MIN_PER_STRATUM} hand labels where the labeler said {'yes' if verdict else 'no'}"
-            return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=None, se=None,
+            return Checkpoint(*counts, labeler_rate=level, n_labeler=n_labeler, corrected=None, hand_se=None,
                               sensitivity=None, specificity=None, missing=f"{why} (has {int(rows.sum())})")  # fmt: skip
         shares[verdict], share_var = _share(t[rows].astype(np.float64), hand_weights[rows])
-        theta += mass * shares[verdict]
-        var += mass**2 * share_var
-    var += (shares[True] - shares[False]) ** 2 * var_p
-    sensitivity = p * shares[True] / theta if theta > 0 else None
-    specificity = (1 - p) * (1 - shares[False]) / (1 - theta) if theta < 1 else None
-    return Checkpoint(*counts, labeler_rate=p, n_labeler=n_labeler, corrected=theta, se=float(np.sqrt(var)),
-                      sensitivity=sensitivity, specificity=specificity)  # fmt: skip
+        variance += mass**2 * share_var
+    theta = level * shares[True] + (1 - level) * shares[False]
+    sensitivity = level * shares[True] / theta if theta > 0 else None
+    specificity = (1 - level) * (1 - shares[False]) / (1 - theta) if theta < 1 else None
+    return Checkpoint(*counts, labeler_rate=level, n_labeler=n_labeler, corrected=theta,
+                      hand_se=float(np.sqrt(variance)), sensitivity=sensitivity, specificity=specificity,
+                      true_if_yes=shares[True], true_if_no=shares[False])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RolloutRates:
+    """The labeler's held-out labels per rollout: weighted positives and weighted labelled segments, with
+    each rollout's checkpoint and task."""
+
+    counts: np.ndarray
+    totals: np.ndarray
+    is_after: np.ndarray
+    task: np.ndarray
+
+    def levels(self, corrections: tuple[Checkpoint, Checkpoint] | None = None) -> tuple[float, float, float, float]:
+        """(before, after, standard error of after - before, its degrees of freedom): the labeler's levels, or,
+        with each checkpoint's hand shares (`corrections`, both corrected), the corrected rates' (a_c0 +
+        (a_c1 - a_c0) y_r). NaN without a shared task."""
+        counts = self.counts
+        if corrections is not None:
+            a0, a1 = (np.where(self.is_after, getattr(corrections[1], f), getattr(corrections[0], f))
+                      for f in ("true_if_no", "true_if_yes"))  # fmt: skip
+            counts = a0 * self.totals + (a1 - a0) * self.counts
+        # one claim's (n, 1) totals, as `validate` passes them: its rollouts with labelled segments
+        fit = rate_effect(counts[:, None], self.totals[:, None], self.is_after, self.task)
+        if fit is None:
+            return (np.nan,) * 4
+        before, after = fit.levels.standardised()
+        return float(before[0]), float(after[0]), float(fit.effect.se[0]), fit.effect.df
 
 
 def corrected_delta(
-    hypothesis_id: int, n: int, before: Checkpoint, after: Checkpoint, confidence: float = CONFIDENCE
+    hypothesis_id: int,
+    n: int,
+    before: Checkpoint,
+    after: Checkpoint,
+    rates: RolloutRates,
+    confidence: float = CONFIDENCE,
 ) -> Calibration:
-    """after - before of the corrected prevalences, with a normal interval (independent checkpoints)."""
+    """after - before of the corrected levels, with an interval adding the corrected rates' sampling variance
+    (`rates`, as the held-out test's interval) and the hand shares' (independent samples)."""
     labeler_delta = (
         after.labeler_rate - before.labeler_rate
         if after.labeler_rate is not None and before.labeler_rate is not None
         else None
     )
-    if before.corrected is None or after.corrected is None or before.se is None or after.se is None:
+    if before.corrected is None or after.corrected is None or before.hand_se is None or after.hand_se is None:
         return Calibration(hypothesis_id, n, before, after, labeler_delta, None, None, None)
     delta = after.corrected - before.corrected
-    half = float(stats.norm.ppf(0.5 + confidence / 2)) * float(np.hypot(before.se, after.se))
-    return Calibration(hypothesis_id, n, before, after, labeler_delta, delta, delta - half, delta + half)
+    se_rates, df = rates.levels((before, after))[2:]
+    se = float(np.sqrt(se_rates**2 + before.hand_se**2 + after.hand_se**2))
+    low, high = (float(x[0]) for x in effect_interval(np.array([delta]), np.array([se]), df, confidence))
+    finite = bool(np.isfinite(low) and np.isfinite(high))
+    return Calibration(
+        hypothesis_id, n, before, after, labeler_delta, delta, low if finite else None, high if finite else None
+    )
 
 
 def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Calibration:
@@ -162,10 +203,11 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
             f"hypothesis {hypothesis_id} has no hand labels of {SPLIT_NAMES[split]} segments yet: label some first"
         )
     config = last_config(store)
-    labelled = store.frame(
-        "SELECT l.segment_id, l.label, l.weight, r.checkpoint, r.task_id FROM hypothesis_labels l JOIN segments s "
-        "USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ?",
-        [hypothesis_id],
+    labelled = store.frame(  # the labeler's labels its held-out test counted
+        "SELECT l.segment_id, l.label, l.weight, r.rollout_key, r.checkpoint, r.task_id FROM hypothesis_labels l "
+        "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) WHERE l.hypothesis_id = ? "
+        "AND r.split = ? AND r.checkpoint IN (?, ?)",
+        [hypothesis_id, split, *config.checkpoints],
     )
     known = labelled.select("segment_id", "label", "weight")
     missing = user.filter(~pl.col("segment_id").is_in(known["segment_id"].to_list()))
@@ -183,24 +225,37 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
         [user["segment_id"].to_list()],
     )
     hand = user.join(known, on="segment_id").join(sides, on="segment_id")
+    rates = _rollout_rates(labelled, config.checkpoints[1])
+    levels = rates.levels()[:2]
     estimates = []
-    for checkpoint in (config.before, config.after):
+    for checkpoint, level in zip(config.checkpoints, levels, strict=True):
         h = hand.filter(pl.col("checkpoint") == checkpoint)
-        big = labelled.filter(pl.col("checkpoint") == checkpoint)
         estimates.append(
             checkpoint_estimate(
-                big["label"].to_numpy().astype(bool),
-                big["weight"].to_numpy(),
+                level if np.isfinite(level) else None,
+                labelled.filter(pl.col("checkpoint") == checkpoint).height,
                 h["user_label"].to_numpy().astype(bool),
                 h["label"].to_numpy().astype(bool),
                 h["weight"].to_numpy(),
             )
         )
-    result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1])
+    result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1], rates)
     result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
     with store.transaction():
         testing.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
     return result
+
+
+def _rollout_rates(labelled: pl.DataFrame, after: str) -> RolloutRates:
+    """Per rollout of `labelled` (segment labels with weight, rollout_key, checkpoint and task_id): its
+    weighted positives and labelled segments."""
+    per = labelled.group_by("rollout_key", "checkpoint", "task_id").agg(
+        counts=(pl.col("weight") * pl.col("label").cast(pl.Float64)).sum(), totals=pl.col("weight").sum()
+    )
+    task = np.unique(per["task_id"].to_numpy(), return_inverse=True)[1].ravel()
+    return RolloutRates(
+        per["counts"].to_numpy(), per["totals"].to_numpy(), (per["checkpoint"] == after).to_numpy(), task
+    )
 
 
 def _label_missing(

@@ -40,8 +40,8 @@ def calibration_lines(c: dict[str, Any]) -> list[str]:
     for side in ("before", "after"):
         m = c[side]
         line = (
-            f"{side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  labeler yes {_pct(m['labeler_rate'])}"
-            f" of {m['n_labeler']}"
+            f"{side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  labeler {_pct(m['labeler_rate'])}"
+            f" (held-out prevalence, {m['n_labeler']} segments)"
         )
         if m["corrected"] is None:
             line += f"; no correction: {m['missing']}"
@@ -54,8 +54,12 @@ def calibration_lines(c: dict[str, Any]) -> list[str]:
     if c["delta"] is None:
         lines.append(f"corrected delta: not available (labeler's own delta {_pts(c['labeler_delta'])} pts)")
     else:
+        interval = (
+            f"95% CI {_pts(c['ci_low'])} to {_pts(c['ci_high'])}"
+            if c["ci_low"] is not None and c["ci_high"] is not None
+            else "no interval at this size"
+        )
         lines.append(
-            f"corrected delta {_pts(c['delta'])} pts, 95% CI {_pts(c['ci_low'])} to {_pts(c['ci_high'])} "
-            f"(labeler's own delta {_pts(c['labeler_delta'])} pts)"
+            f"corrected delta {_pts(c['delta'])} pts, {interval} (labeler's own delta {_pts(c['labeler_delta'])} pts)"
         )
     return lines

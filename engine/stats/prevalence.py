@@ -11,7 +11,7 @@ from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.permutation import PermutationBlock, refined_pvalues
-from engine.stats.rates import effects, task_levels
+from engine.stats.rates import Effects, TaskLevels, effects, task_levels
 from engine.stats.signflip import signflip_floor, signflip_pvalues
 from engine.stats.strata import feature_strata, stratified_levels
 
@@ -46,6 +46,50 @@ def pooled_shares(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray) 
     return out[0], out[1]
 
 
+@dataclass(frozen=True)
+class RateEffect:
+    """`test_prevalence`'s estimand without its test: the design, the rates' permutation block, the
+    checkpoints' levels (task-weighted mean rollout rates) and the effect after - before with its robust
+    standard error and degrees of freedom."""
+
+    design: CheckpointDesign
+    block: PermutationBlock
+    levels: TaskLevels
+    effect: Effects
+
+
+def _design(
+    counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray
+) -> tuple[CheckpointDesign, np.ndarray, np.ndarray]:
+    """The design of the rollouts with segments in tasks both checkpoints share, and their counts and totals."""
+    counts = np.asarray(counts, dtype=np.float64)
+    totals = np.asarray(totals, dtype=np.float64)
+    if counts.ndim != 2 or counts.shape[0] != np.shape(is_after)[0]:
+        raise ValueError(f"counts {counts.shape}: want (rollouts, features); is_after {np.shape(is_after)}")
+    is_after = np.asarray(is_after, dtype=bool)
+    has = totals > 0 if totals.ndim == 1 else (totals > 0).any(axis=1)
+    design = CheckpointDesign.from_labels(is_after[has], np.asarray(task)[has])
+    if design.n_rollouts < has.sum():
+        log.info("%d rollouts of tasks seen by one checkpoint only left out", int(has.sum()) - design.n_rollouts)
+    return design, counts[has][design.keep], totals[has][design.keep]
+
+
+def _rate_effect(design: CheckpointDesign, counts: np.ndarray, totals: np.ndarray) -> RateEffect:
+    block = PermutationBlock(counts, totals, design)
+    y = np.asarray(block.rates)
+    # with 2-d totals a rollout without segments for a feature is not one of its cells
+    levels = stratified_levels(*feature_strata(counts, totals), design) if totals.ndim == 2 else task_levels(design, y)
+    scale = levels.effect_scale(block.contrast.xx)
+    return RateEffect(design, block, levels, effects(block.contrast, y, by_task=not design.few_tasks, scale=scale))
+
+
+def rate_effect(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray) -> RateEffect | None:
+    """The levels and effect `test_prevalence` reports, for the same arguments, without testing; None when no
+    task is shared."""
+    design, counts, totals = _design(counts, totals, is_after, task)
+    return _rate_effect(design, counts, totals) if design.n_tasks else None
+
+
 def test_prevalence(
     counts: np.ndarray,
     totals: np.ndarray,
@@ -70,26 +114,13 @@ def test_prevalence(
     from MIN_TASKS tasks, heteroscedasticity-robust within task below. With 2-d totals the levels, delta and CI
     are over each feature's rollouts with segments for it (`feature_strata`). All NaN when no task is shared.
     """
-    counts = np.asarray(counts, dtype=np.float64)
-    totals = np.asarray(totals, dtype=np.float64)
-    if counts.ndim != 2 or counts.shape[0] != np.shape(is_after)[0]:
-        raise ValueError(f"counts {counts.shape}: want (rollouts, features); is_after {np.shape(is_after)}")
-    is_after = np.asarray(is_after, dtype=bool)
-    has = totals > 0 if totals.ndim == 1 else (totals > 0).any(axis=1)
-    design = CheckpointDesign.from_labels(is_after[has], np.asarray(task)[has])
-    if design.n_rollouts < has.sum():
-        log.info("%d rollouts of tasks seen by one checkpoint only left out", int(has.sum()) - design.n_rollouts)
-    counts, totals = counts[has][design.keep], totals[has][design.keep]
+    design, counts, totals = _design(counts, totals, is_after, task)
     pooled_b, pooled_a = pooled_shares(counts, totals, design.is_after)
     nan = np.full(counts.shape[1], np.nan)
     if design.n_tasks == 0:
         return PrevalenceTest(nan, nan, nan, nan, nan, nan, nan, pooled_b, pooled_a, "none")
-    block = PermutationBlock(counts, totals, design)
-    y = np.asarray(block.rates)
-    # with 2-d totals a rollout without segments for a feature is not one of its cells
-    levels = stratified_levels(*feature_strata(counts, totals), design) if totals.ndim == 2 else task_levels(design, y)
-    scale = levels.effect_scale(block.contrast.xx)
-    effect = effects(block.contrast, y, by_task=not design.few_tasks, scale=scale)
+    fit = _rate_effect(design, counts, totals)
+    effect, levels = fit.effect, fit.levels
     before, after = levels.standardised()
     low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
     if new_tasks:
@@ -98,8 +129,8 @@ def test_prevalence(
         scope = "new tasks"
     else:
         budget = max_permutations or n_permutations
-        p = refined_pvalues([block], rng, n_permutations, fdr=fdr, max_permutations=budget)[0].p_value
-        floor = np.maximum(attainable_pvalue(y, design), 1 / (budget + 1))
+        p = refined_pvalues([fit.block], rng, n_permutations, fdr=fdr, max_permutations=budget)[0].p_value
+        floor = np.maximum(attainable_pvalue(np.asarray(fit.block.rates), design), 1 / (budget + 1))
         scope = "these tasks"
     return PrevalenceTest(before, after, after - before, low, high, p, floor, pooled_b, pooled_a, scope)
 
