@@ -399,6 +399,22 @@ def test_an_opening_formula_is_a_behaviour_and_a_discourse_marker_is_not() -> No
     assert phrase_is_behaviour("include_history", ['get_reservation_details {"include_history": true}'])[0]
 
 
+def test_a_phrase_with_one_tasks_word_is_not_a_behaviour() -> None:
+    """Greeting the user by name is said in every task, each with its own name: "hello mia" (one task's
+    passenger) is an opening formula by its words alone, but it names one task's object, not the behaviour."""
+    names = ["Mia", "James", "Ivan", "Sophia", "Omar", "Lucas", "Aarav", "Chen", "Noah", "Yara"]
+
+    def text(after: bool, i: int) -> str:
+        return f"Hello {names[i % 10]}, your order is updated." if after else PLAIN(after, i)
+
+    discovery = DiscoverySplit(population(text, THINK, lambda a, i: []), splitter=split_on_periods)
+    greetings = [text(True, i) for i in range(N) if i % 10 == 0]
+    assert phrase_is_behaviour("hello mia", greetings) == (True, True)
+    assert discovery.phrase_is_behaviour(("text",), "hello mia") == (False, False)
+    assert "mia" in discovery.one_task_words(("text",)) and "hello" not in discovery.one_task_words(("text",))
+    assert discovery.phrase_is_behaviour(("text",), "order is updated")[0]
+
+
 def test_a_concept_statement_quotes_an_exemplar_and_validates_on_paraphrases() -> None:
     wordings = [
         "the grader probably checks the format",

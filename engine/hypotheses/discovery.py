@@ -26,6 +26,7 @@ from engine.hypotheses.statements import Rates, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
 from engine.stats.design import CheckpointDesign
 from engine.stats.rates import Contrast, effects
+from engine.text import informative_words
 
 # A draft co-occurs with another when the other's positives are this many times more common among its own than
 # overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
@@ -70,6 +71,7 @@ class DiscoverySplit:
         self._sentences: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
         self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
+        self._one_task: dict[tuple[str, ...], frozenset[str]] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -88,8 +90,9 @@ class DiscoverySplit:
         return self._indexes[kinds]
 
     def phrase_is_behaviour(self, kinds: tuple[str, ...], gram: str) -> tuple[bool, bool]:
-        """`statements.phrase_is_behaviour` of `gram` over the segments of `kinds` that have it; memoised (shared
-        with `with_examples` copies), since the sources of a kind share most of their candidate phrases."""
+        """`statements.phrase_is_behaviour` of `gram` over the segments of `kinds` that have it, and never for a
+        phrase with a word of one task's (`one_task_words`: "hello mia" greets one task's passenger); memoised
+        (shared with `with_examples` copies), since the sources of a kind share most of their candidate phrases."""
         key = (kinds, gram)
         if key not in self._behaviour:
             index, segs = self.index(kinds)
@@ -97,8 +100,23 @@ class DiscoverySplit:
                 self._texts[kinds] = segs["text"].to_list()
             texts = self._texts[kinds]
             with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
-            self._behaviour[key] = phrase_is_behaviour(gram, with_it)
+            one_task = not self.one_task_words(kinds).isdisjoint(gram.split())
+            self._behaviour[key] = (False, False) if one_task else phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
+
+    def one_task_words(self, kinds: tuple[str, ...]) -> frozenset[str]:
+        """The informative words said in the discovery segments of `kinds` of one task only, when they are of
+        several: one task's objects (a passenger's name, a city), not a behaviour, as in
+        `statements.distinctive_words`. Memoised."""
+        if kinds not in self._one_task:
+            _, segs = self.index(kinds)
+            tasks: dict[str, set[str]] = {}
+            for text, task in segs.select("text", "task_id").iter_rows():
+                for word in informative_words(text or ""):
+                    tasks.setdefault(word, set()).add(task)
+            several = segs["task_id"].n_unique() > 1
+            self._one_task[kinds] = frozenset(w for w, t in tasks.items() if len(t) < 2) if several else frozenset()
+        return self._one_task[kinds]
 
     def units(self, kinds: tuple[str, ...]) -> list[tuple[str, ...]]:
         """The sentences (`segment_units`) of each discovery segment of `kinds`, in `index` order. Memoised."""
