@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from engine.hypotheses.calibration import RolloutRates, checkpoint_estimate, corrected_delta
+from engine.hypotheses.calibration import RolloutRates, checkpoint_estimate, corrected_delta, weighted_share
 
 TRUE_DELTA = 0.1
 CONFIDENCE = 0.95
@@ -103,13 +103,6 @@ def shipped_interval(study: Study) -> tuple[float, float, float, float]:
     )
 
 
-def _share(y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
-    n_eff = w.sum() ** 2 / (w**2).sum()
-    share = float(w @ y / w.sum())
-    smoothed = (share * n_eff + 1) / (n_eff + 2)
-    return share, smoothed * (1 - smoothed) / n_eff
-
-
 def independent_segment_reference(study: Study) -> tuple[float, float, float]:
     """(delta, low, high): the pooled share P_c of labeler yes corrected as P_c a_c1 + (1 - P_c) a_c0, its
     variance (a_c1 - a_c0)^2 P_c (1 - P_c) / N_c + P_c^2 var(a_c1) + (1 - P_c)^2 var(a_c0) with every segment
@@ -119,7 +112,7 @@ def independent_segment_reference(study: Study) -> tuple[float, float, float]:
         p = float(s.weight @ s.verdict / s.weight.sum())
         var_p = p * (1 - p) * (s.weight**2).sum() / s.weight.sum() ** 2
         v, t, w = s.verdict[s.hand], s.truth[s.hand].astype(np.float64), s.weight[s.hand]
-        (a1, var1), (a0, var0) = _share(t[v], w[v]), _share(t[~v], w[~v])
+        (a1, var1), (a0, var0) = weighted_share(t[v], w[v]), weighted_share(t[~v], w[~v])
         thetas.append(p * a1 + (1 - p) * a0)
         variances.append((a1 - a0) ** 2 * var_p + p**2 * var1 + (1 - p) ** 2 * var0)
     delta = thetas[1] - thetas[0]

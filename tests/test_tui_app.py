@@ -189,15 +189,22 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path, monkeyp
         assert app.screen.detail is not None and (app.screen.detail.feature_id, app.screen.kind) == (feature_id, kind)
 
 
+async def _first_feature(app: RldiffApp, pilot: Pilot) -> FeatureScreen:
+    """The feature screen of the first feature, loaded."""
+    await settle(pilot)
+    app.open_feature(0)
+    await settle(pilot)
+    feature = app.screen
+    assert isinstance(feature, FeatureScreen) and feature.detail is not None
+    return feature
+
+
 async def test_feature_statistics_show_the_pooled_share_beside_the_rates(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        app.open_feature(0)
-        await settle(pilot)
-        feature = app.screen
-        assert isinstance(feature, FeatureScreen) and feature.detail is not None
+        feature = await _first_feature(app, pilot)
         shown = str(feature.query_one("#feature-stats", Static).render())
+    assert feature.detail is not None
     assert "pooled" in shown.splitlines()[0]
     stored = rows(
         store_path,
@@ -213,11 +220,8 @@ async def test_feature_statistics_show_the_pooled_share_beside_the_rates(store_p
 async def test_feature_example_opens_the_rollout_at_its_segment(store_path: Path) -> None:
     app = RldiffApp(store_path)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        app.open_feature(0)
-        await settle(pilot)
-        feature = app.screen
-        assert isinstance(feature, FeatureScreen) and feature.detail is not None
+        feature = await _first_feature(app, pilot)
+        assert feature.detail is not None
         example = feature.detail.examples[1]
         await pilot.press("down", "enter")
         await settle(pilot)

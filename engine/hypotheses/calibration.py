@@ -89,7 +89,7 @@ class Calibration:
         return json.dumps(asdict(self))
 
 
-def _share(y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+def weighted_share(y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
     """(weighted share, its variance): Kish effective size; add-one smoothing in the variance only, so that
     0 of n or n of n does not claim zero uncertainty."""
     n_eff = w.sum() ** 2 / (w**2).sum()
@@ -123,7 +123,7 @@ def checkpoint_estimate(
             why = f"needs {MIN_PER_STRATUM} hand labels where the labeler said {'yes' if verdict else 'no'}"
             return Checkpoint(*counts, labeler_rate=level, n_labeler=n_labeler, corrected=None, hand_se=None,
                               sensitivity=None, specificity=None, missing=f"{why} (has {int(rows.sum())})")  # fmt: skip
-        shares[verdict], share_var = _share(t[rows].astype(np.float64), hand_weights[rows])
+        shares[verdict], share_var = weighted_share(t[rows].astype(np.float64), hand_weights[rows])
         variance += mass**2 * share_var
     theta = level * shares[True] + (1 - level) * shares[False]
     sensitivity = level * shares[True] / theta if theta > 0 else None
