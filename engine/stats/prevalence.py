@@ -48,11 +48,10 @@ def pooled_shares(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray) 
 
 @dataclass(frozen=True)
 class RateEffect:
-    """`test_prevalence`'s estimand without its test: the design, the rates' permutation block, the
-    checkpoints' levels (task-weighted mean rollout rates) and the effect after - before with its robust
-    standard error and degrees of freedom."""
+    """`test_prevalence`'s estimand without its test: the rates' permutation block, the checkpoints' levels
+    (task-weighted mean rollout rates) and the effect after - before with its robust standard error and degrees
+    of freedom."""
 
-    design: CheckpointDesign
     block: PermutationBlock
     levels: TaskLevels
     effect: Effects
@@ -80,7 +79,7 @@ def _rate_effect(design: CheckpointDesign, counts: np.ndarray, totals: np.ndarra
     # with 2-d totals a rollout without segments for a feature is not one of its cells
     levels = stratified_levels(*feature_strata(counts, totals), design) if totals.ndim == 2 else task_levels(design, y)
     scale = levels.effect_scale(block.contrast.xx)
-    return RateEffect(design, block, levels, effects(block.contrast, y, by_task=not design.few_tasks, scale=scale))
+    return RateEffect(block, levels, effects(block.contrast, y, by_task=not design.few_tasks, scale=scale))
 
 
 def rate_effect(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray) -> RateEffect | None:
