@@ -22,7 +22,7 @@ import polars as pl
 from engine.hypotheses.exemplars import Splitter, default_splitter, matched_rows, segment_units
 from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
-from engine.hypotheses.statements import Rates, phrase_is_behaviour
+from engine.hypotheses.statements import Rates, one_task_words, phrase_is_behaviour
 from engine.hypotheses.verifier import Verifier
 from engine.stats.design import CheckpointDesign
 from engine.stats.rates import Contrast, effects
@@ -94,14 +94,15 @@ class DiscoverySplit:
         phrase with a word of one task's (`one_task_words`: "hello mia" greets one task's passenger); memoised
         (shared with `with_examples` copies), since the sources of a kind share most of their candidate phrases."""
         key = (kinds, gram)
+        if key not in self._behaviour and not self.one_task_words(kinds).isdisjoint(gram.split()):
+            self._behaviour[key] = (False, False)
         if key not in self._behaviour:
             index, segs = self.index(kinds)
             if kinds not in self._texts:
                 self._texts[kinds] = segs["text"].to_list()
             texts = self._texts[kinds]
             with_it = [texts[i] for i in np.flatnonzero(index.matches({gram}))]
-            one_task = not self.one_task_words(kinds).isdisjoint(gram.split())
-            self._behaviour[key] = (False, False) if one_task else phrase_is_behaviour(gram, with_it)
+            self._behaviour[key] = phrase_is_behaviour(gram, with_it)
         return self._behaviour[key]
 
     def one_task_words(self, kinds: tuple[str, ...]) -> frozenset[str]:
@@ -110,12 +111,8 @@ class DiscoverySplit:
         `statements.distinctive_words`. Memoised."""
         if kinds not in self._one_task:
             _, segs = self.index(kinds)
-            tasks: dict[str, set[str]] = {}
-            for text, task in segs.select("text", "task_id").iter_rows():
-                for word in informative_words(text or ""):
-                    tasks.setdefault(word, set()).add(task)
-            several = segs["task_id"].n_unique() > 1
-            self._one_task[kinds] = frozenset(w for w, t in tasks.items() if len(t) < 2) if several else frozenset()
+            said = [informative_words(text or "") for text in segs["text"].to_list()]
+            self._one_task[kinds] = one_task_words(said, segs["task_id"].to_list())
         return self._one_task[kinds]
 
     def units(self, kinds: tuple[str, ...]) -> list[tuple[str, ...]]:

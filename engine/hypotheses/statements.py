@@ -106,6 +106,18 @@ def phrase_is_behaviour(gram: str, texts: Sequence[str]) -> tuple[bool, bool]:
     return len(words) >= MIN_CONTENT_WORDS or any("_" in w for w in words), False
 
 
+def one_task_words(said: Sequence[set[str]], tasks: Sequence[str]) -> frozenset[str]:
+    """The words of `said` (each text's words; `tasks[i]` the task of text i) said in one task only, when the
+    texts are of several: one task's objects (a city, a passenger's name), not a behaviour."""
+    if len(set(tasks)) < 2:
+        return frozenset()
+    of: dict[str, set[str]] = {}
+    for ws, task in zip(said, tasks, strict=True):
+        for w in ws:
+            of.setdefault(w, set()).add(task)
+    return frozenset(w for w, where in of.items() if len(where) < 2)
+
+
 def distinctive_words(
     inside: Sequence[str], outside: Sequence[str], tasks: Sequence[str] = (), k: int = DISTINCTIVE_WORDS
 ) -> list[str]:
@@ -123,13 +135,7 @@ def distinctive_words(
     said = [informative_words(t) for t in inside]
     a = Counter(w for ws in said for w in ws if len(w) >= 3)
     b = Counter(w for t in outside for w in informative_words(t))
-    one_task: set[str] = set()  # words said in one task only, when the sentences are of several
-    if len(set(tasks)) > 1:
-        of: dict[str, set[str]] = {}
-        for ws, task in zip(said, tasks, strict=True):
-            for w in ws:
-                of.setdefault(w, set()).add(task)
-        one_task = {w for w, where in of.items() if len(where) < 2}
+    one_task = one_task_words(said, tasks) if tasks else frozenset()
     least = max(2, MIN_WORD_SHARE * len(inside))
 
     def log_odds(word: str) -> tuple[float, float]:
