@@ -129,9 +129,7 @@ class DeltasScreen(RldiffScreen):
             return  # a newer filter is loading
         page = message.page
         if message.length is not None:
-            self.query_one("#delta-length", Static).update(
-                Text(message.length, style="dim", no_wrap=True, overflow="ellipsis")
-            )
+            self.query_one("#delta-length", Static).update(Text(message.length, style="dim"))
         table = self.query_one(PagedTable)
         if page.offset == 0:
             self._rows = []
