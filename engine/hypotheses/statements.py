@@ -135,7 +135,7 @@ def distinctive_words(
     said = [informative_words(t) for t in inside]
     a = Counter(w for ws in said for w in ws if len(w) >= 3)
     b = Counter(w for t in outside for w in informative_words(t))
-    one_task = one_task_words(said, tasks) if tasks else frozenset()
+    one_task = one_task_words(said, tasks)
     least = max(2, MIN_WORD_SHARE * len(inside))
 
     def log_odds(word: str) -> tuple[float, float]:
