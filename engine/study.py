@@ -27,6 +27,7 @@ STREAMS: dict[str, int] = {
     "revalidation": 5,
     "hypothesis_test": 6,
     "null_check": 7,
+    "crossfit": 8,  # a small study's second fold, drafted on held-out (hypotheses stage)
 }
 
 

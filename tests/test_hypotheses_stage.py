@@ -289,3 +289,44 @@ def test_a_study_with_nothing_held_out_drafts_nothing_and_says_why(study, caplog
     metrics = store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses' ORDER BY run_id DESC LIMIT 1")
     metrics = json.loads(metrics)
     assert metrics["skipped"] == stage.NOTHING_HELD_OUT
+
+
+def test_a_small_studys_second_fold_does_not_depend_on_the_first_folds_draws(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held-out fold's deltas, drafts and labels come from their own random stream: a first fold that draws
+    more (here: a thousand numbers more before it drafts) leaves the second fold's results as they were."""
+    real_draft_fold, real_fold_deltas = stage._draft_fold, stage.heldout_fold_deltas
+    fold_b_p: list[list[float]] = []
+    extra_draws = [0]
+
+    def fold_deltas(*args, **kwargs):  # the real deltas, with their p-values recorded
+        deltas = real_fold_deltas(*args, **kwargs)
+        fold_b_p.append(deltas["p_value"].to_list())
+        return deltas
+
+    def draft_fold(*args):  # the first call drafts fold A: it draws `extra_draws` numbers more first
+        args[6].random(extra_draws.pop() if extra_draws else 0)
+        return real_draft_fold(*args)
+
+    monkeypatch.setattr(stage, "heldout_fold_deltas", fold_deltas)
+    monkeypatch.setattr(stage, "_draft_fold", draft_fold)
+    fold_b: list[list[tuple[str, float]]] = []
+    for extra in (0, 1000):
+        extra_draws.append(extra)
+        store, truth = make_study(tmp_path / f"s{extra}.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
+        with store:
+            add_features(store, truth)
+            store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+            store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+            store.execute(  # a phrase only the held-out fold's after-rollouts say: fold B drafts it
+                "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' "
+                "WHERE kind = 'text' AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
+                "WHERE split = 'heldout' AND checkpoint = 'after')"
+            )
+            run_stage(store)
+            rows = store.frame("SELECT statement, provenance, p_value FROM hypotheses ORDER BY statement").to_dicts()
+        fold_b.append(
+            [(r["statement"], r["p_value"]) for r in rows if json.loads(r["provenance"])["drafted_on"] == HELDOUT]
+        )
+    assert fold_b_p[0] == fold_b_p[1] and fold_b[0] == fold_b[1] and fold_b[0]

@@ -104,20 +104,21 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         heldout = load_population(store, *config.checkpoints, HELDOUT)
         heldout = replace(heldout, embedder=discovery.population.embedder)  # one sentence embedder loaded, not two
         populations = {HELDOUT: heldout, DISCOVERY: discovery.population}
-        folds = [(drafts, HELDOUT)]
-        if cross_fitted:
+        folds = [(drafts, HELDOUT, rng)]
+        if cross_fitted:  # fold B draws from its own stream: its results do not depend on how much fold A drew
+            rng_b = stream(config.seed, "crossfit")
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
-            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng), draft_fdr)
-            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, draft_fdr, rng, progress)
-            folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY))  # a behaviour is tested once
+            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng_b), draft_fdr)
+            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, draft_fdr, rng_b, progress)
+            folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY, rng_b))  # a behaviour is tested once
             judge_dropped += dropped_b
             sources += sources_b
         labelled: list[tuple[Draft, pl.DataFrame, Split]] = []
-        for fold_drafts, tested_on in folds:
+        for fold_drafts, tested_on, fold_rng in folds:
             with progress.track(f"labelling {SPLIT_NAMES[tested_on]} segments", len(fold_drafts)) as advance:
                 for draft in fold_drafts:
                     try:
-                        labels = label(populations[tested_on], draft.labeler, draft.spec, session, rng, Budget())
+                        labels = label(populations[tested_on], draft.labeler, draft.spec, session, fold_rng, Budget())
                         labelled.append((draft, labels, tested_on))
                     except LabelerTooSlow as exc:  # not tested: dropped, and counted in the run's metrics
                         log.warning("draft %r not tested: %s", draft.statement[:80], exc)
