@@ -17,13 +17,14 @@ from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate, checkpoint_estimate
 from engine.hypotheses.calibration_record import stored_calibration
 from engine.hypotheses.judge import JUDGE_SCHEMA
-from engine.kinds import HELDOUT
+from engine.kinds import DISCOVERY, HELDOUT
 from engine.llm.fake import FakeLLMClient
 from engine.llm.session import LLMSession
 from engine.progress import NullProgress
 from engine.store.queries import label_candidates
 
 APOLOGY = Planted("apology", "text", "I sincerely apologize for the inconvenience.", 0.05, 0.45)
+AIRPORTS = Planted("airports", "tool_call", "list_all_airports", 0.3, 0.02)
 CONFIG = AnalyzeConfig(before="before", after="after", permutations=300, seed=1)
 
 
@@ -116,8 +117,40 @@ def test_calibration_against_hand_labels_is_stored_and_shown(study) -> None:
     assert stored["delta"] == pytest.approx(result.delta) and stored["stale"] is False
     shown = calibration_text(hid, result).plain
     assert "TP" in shown and "specificity" in shown and "corrected delta" in shown
+    assert "(prevalence on held-out, " in shown
     lifecycle.test_hypothesis(store, hid)  # new labels: the stored calibration is stale
     assert stored_calibration(store.cursor(), hid)["stale"] is True
+
+
+def test_a_hypothesis_tested_on_the_discovery_fold_is_calibrated_there(tmp_path: Path) -> None:
+    """A small study cross-fits: a hypothesis drafted on the held-out fold is tested on discovery. Its
+    calibration reads hand labels of discovery segments, its labeler levels are that test's, and it says so."""
+    store, truth = make_study(tmp_path / "small.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
+    with store:
+        add_features(store, truth)
+        store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+        store.execute(  # a phrase only the held-out fold's after-rollouts say: fold B drafts it, discovery tests it
+            "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' WHERE kind = 'text' "
+            "AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
+            "WHERE split = 'heldout' AND checkpoint = 'after')"
+        )
+        stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
+        hid, before, after = store.frame(
+            "SELECT hypothesis_id, prevalence_before, prevalence_after FROM hypotheses "
+            "WHERE json_extract_string(provenance, '$.split') = 'discovery' ORDER BY hypothesis_id LIMIT 1"
+        ).row(0)
+        for c in label_candidates(store.cursor(), hid, limit=40):
+            lifecycle.add_user_label(store, hid, c.segment_id, "itinerary below" in c.text)
+        splits = store.frame(
+            "SELECT DISTINCT r.split FROM user_labels JOIN segments USING (segment_id) JOIN rollouts r "
+            "USING (rollout_key) WHERE hypothesis_id = ?",
+            [hid],
+        )["split"].to_list()
+        result = calibrate(store, hid)
+    assert splits == [DISCOVERY] and result.n == 40
+    assert (result.before.labeler_rate, result.after.labeler_rate) == (pytest.approx(before), pytest.approx(after))
+    assert "(prevalence on the discovery fold, " in calibration_text(hid, result).plain
 
 
 def test_llm_drafting_uses_fenced_examples_and_checks_the_verifier(study, monkeypatch) -> None:

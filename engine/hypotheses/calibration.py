@@ -33,7 +33,7 @@ import polars as pl
 from engine.errors import InputError
 from engine.hypotheses.lifecycle import label, open_session
 from engine.hypotheses.population import Population
-from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
+from engine.hypotheses.provenance import SPLIT_NAMES, tested_on, tested_split
 from engine.stats.intervals import CONFIDENCE, effect_interval
 from engine.stats.prevalence import rate_effect
 from engine.store import Store
@@ -84,6 +84,7 @@ class Calibration:
     ci_low: float | None
     ci_high: float | None
     computed_at: str = ""
+    tested_on: str = "held-out"  # where the test's (and so the labeler's) levels come from (`provenance.tested_on`)
 
     def as_json(self) -> str:
         return json.dumps(asdict(self))
@@ -240,7 +241,8 @@ def calibrate(store: Store, hypothesis_id: int, *, llm: str | None = None) -> Ca
             )
         )
     result = corrected_delta(hypothesis_id, hand.height, estimates[0], estimates[1], rates)
-    result = replace(result, computed_at=datetime.now(UTC).replace(tzinfo=None).isoformat())
+    now = datetime.now(UTC).replace(tzinfo=None).isoformat()
+    result = replace(result, computed_at=now, tested_on=tested_on(row.provenance))
     with store.transaction():
         testing.replace_calibration(store, hypothesis_id, result.as_json(), datetime.fromisoformat(result.computed_at))
     return result

@@ -41,7 +41,7 @@ def calibration_lines(c: dict[str, Any]) -> list[str]:
         m = c[side]
         line = (
             f"{side}: TP {m['tp']}  FP {m['fp']}  FN {m['fn']}  TN {m['tn']}  labeler {_pct(m['labeler_rate'])}"
-            f" (held-out prevalence, {m['n_labeler']} segments)"
+            f" (prevalence on {c.get('tested_on', 'held-out')}, {m['n_labeler']} segments)"
         )
         if m["corrected"] is None:
             line += f"; no correction: {m['missing']}"
