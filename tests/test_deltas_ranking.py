@@ -53,3 +53,15 @@ def test_a_feature_is_listed_once_at_its_best_kind() -> None:
     assert order["feature_id"].to_list().count(100) == 1
     assert order.filter(pl.col("feature_id") == 100)["family"].item() == "rollout"
     assert order.filter(pl.col("family") == "structural")["feature_id"].to_list() == [102, 103]
+
+
+def test_an_interval_of_nan_scores_zero_not_first() -> None:
+    """A row with no interval (NaN, where the standard error is zero) is missing evidence, not the strongest:
+    polars orders NaN above every number, so it is read as missing."""
+    rows = _rows().with_columns(
+        ci_low=pl.when(pl.col("feature_id") == 101).then(float("nan")).otherwise(pl.col("ci_low")),
+        ci_high=pl.when(pl.col("feature_id") == 101).then(float("nan")).otherwise(pl.col("ci_high")),
+    )
+    order = exploratory_order(rows, 104)
+    assert order.filter(pl.col("feature_id") == 101)["score"].item() == 0.0
+    assert order.filter(pl.col("family") == "rollout")["feature_id"].to_list() == [100, 101]

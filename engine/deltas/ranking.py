@@ -18,15 +18,10 @@ import polars as pl
 
 
 def conservative_effect() -> pl.Expr:
-    """The distance of [ci_low, ci_high] from 0 (0 when it covers 0 or is missing)."""
-    return (
-        pl.when(pl.col("ci_low") > 0)
-        .then(pl.col("ci_low"))
-        .when(pl.col("ci_high") < 0)
-        .then(-pl.col("ci_high"))
-        .otherwise(0.0)
-        .fill_null(0.0)
-    )
+    """The distance of [ci_low, ci_high] from 0 (0 when it covers 0 or is missing: null or NaN, which polars
+    would otherwise order above every number)."""
+    low, high = pl.col("ci_low").fill_nan(None), pl.col("ci_high").fill_nan(None)
+    return pl.when(low > 0).then(low).when(high < 0).then(-high).otherwise(0.0).fill_null(0.0)
 
 
 def exploratory_order(rows: pl.DataFrame, top: int) -> pl.DataFrame:
