@@ -4,8 +4,9 @@ The features stage may miss a short, rare phrase (an SAE latent that also fires 
 Every n-gram whose design lets it reach significance (Tarone's attainable p, as in the deltas) gets the deltas'
 test: each rollout's rate (for tool calls stratified over tools, `engine.stats.strata`, so an n-gram's rate
 agrees with the deltas table's), within-task permutation of checkpoint labels, p-values refined where the Monte Carlo
-floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The strongest
-significant ones become sources; drafting, merging and held-out validation then treat them like feature sources.
+floor binds, and Benjamini-Hochberg across all n-grams of all kinds (the lexical family). The significant ones
+with the largest credible change become sources; drafting, merging and held-out validation then treat them like
+feature sources.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
+from engine.deltas.ranking import conservative_effect
 from engine.hypotheses.draft import DiscoverySplit
 from engine.hypotheses.ngrams import same_segments
 from engine.hypotheses.sources import DraftSource
@@ -23,8 +25,9 @@ from engine.kinds import SEGMENT_KINDS
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
-from engine.stats.permutation import PermutationBlock, refined_pvalues
-from engine.stats.rates import Contrast, rollout_rates
+from engine.stats.intervals import CONFIDENCE, effect_interval
+from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
+from engine.stats.rates import Contrast, effects, rollout_rates
 from engine.stats.strata import stratified_levels, stratified_rates
 
 log = logging.getLogger(__name__)
@@ -43,10 +46,10 @@ def lexical_sources(
     draft_fdr: float | None = None,
     limit: int = MAX_LEXICAL,
 ) -> list[DraftSource]:
-    """N-gram sources at q < `draft_fdr` (default `fdr`), strongest (lowest q, then largest delta) first within
-    each kind. Which n-grams are tested (Tarone) and where p-values are refined follow `fdr`, the level the
-    other fold's test holds them to; a small study's folds draft at a looser q (`crossfit.DRAFT_FDR`), as its
-    features are."""
+    """N-gram sources at q < `draft_fdr` (default `fdr`), the largest credible change first within each kind
+    (the distance of its 95% interval from 0, then |delta|). Which n-grams are tested (Tarone) and where
+    p-values are refined follow `fdr`, the level the other fold's test holds them to; a small study's folds
+    draft at a looser q (`crossfit.DRAFT_FDR`), as its features are."""
     below = fdr if draft_fdr is None else draft_fdr
     population = discovery.population
     keys, is_after, task, _ = population.rollout_arrays()
@@ -101,12 +104,19 @@ def lexical_sources(
     sources = []
     for i, ((kind, grams, scale), result) in enumerate(zip(meta, results, strict=True)):
         qk = q[offsets[i] : offsets[i + 1]]
-        frame = pl.DataFrame({"gram": grams, "delta": result.observed * scale, "q": qk}).filter(pl.col("q") < below)
+        drafted = np.flatnonzero(qk < below)
+        low, high = _interval(blocks[i].select(drafted), scale[drafted])
+        frame = pl.DataFrame({
+            "gram": grams[drafted], "delta": result.observed[drafted] * scale[drafted], "q": qk[drafted],
+            "ci_low": low, "ci_high": high,
+        }).with_columns(score=conservative_effect())  # fmt: skip
         index, _ = discovery.index((kind,))
         chosen: list[np.ndarray] = []
-        for gram, delta, qv in frame.sort(
-            ["q", pl.col("delta").abs(), "gram"], descending=[False, True, False]
-        ).iter_rows():
+        for gram, delta, qv in (
+            frame.sort(["score", pl.col("delta").abs(), "gram"], descending=[True, True, False])
+            .select("gram", "delta", "q")
+            .iter_rows()
+        ):
             if len(chosen) >= limit:
                 break
             # One source per phrase: n-grams of a phrase already chosen (same segments) add nothing, and
@@ -130,6 +140,17 @@ def lexical_sources(
                 )
             )
     return sources
+
+
+def _interval(block: PermutationBlock, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each n-gram's 95% interval of its effect (robust over rollouts; `scale` as its delta's), whose distance
+    from 0 (the exploratory ranking's conservative effect) orders significant n-grams into sources. Not their
+    q-values: the strongest reach the refined Monte Carlo floor together, where their order is the draws', so
+    which n-grams a fold drafted moved with the seed (session 39)."""
+    if block.n_features == 0:
+        return np.zeros(0), np.zeros(0)
+    fit = effects(block.contrast, dense_columns(block.rates, 0, block.n_features), by_task=False, scale=scale)
+    return effect_interval(fit.estimate, fit.se, fit.df, CONFIDENCE)
 
 
 def tool_strata(
