@@ -91,3 +91,19 @@ def test_a_cluster_whose_fact_and_latent_are_equally_strong_keeps_the_latents_ph
     with _study(tmp_path / "s.duckdb", features, [(0, 1e-6, [20, 4])]) as store:
         [cluster] = load_sources(store, 0.05, limit=1)
     assert cluster.names == ("sae:4", "structural:20") and cluster.origin == "sae"
+
+
+def test_sources_go_by_their_credible_change_not_by_monte_carlo_q(tmp_path: Path) -> None:
+    """Within a family the largest credible change comes first (the distance of its interval from 0), whatever
+    the q: the clearest changes share the refined Monte Carlo floor, where q-values differ only by the draws.
+    A tie in the credible change goes to the larger delta."""
+    features = [(i, "sae", "text", "sae", q) for i, q in enumerate([1e-6, 2e-6, 1e-3, 3e-6])]
+    intervals = {0: (0.03, 0.01, 0.05), 1: (0.3, 0.1, 0.5), 2: (-0.3, -0.4, -0.2), 3: (0.5, 0.1, 0.9)}
+    with _study(tmp_path / "s.duckdb", features, []) as store:
+        for feature_id, (delta, low, high) in intervals.items():
+            store.execute(
+                "UPDATE feature_deltas SET delta = ?, ci_low = ?, ci_high = ? WHERE feature_id = ?",
+                [delta, low, high, feature_id],
+            ).fetchall()
+        names = [s.names[0] for s in load_sources(store, 0.05)]
+    assert names == ["sae:2", "sae:3", "sae:1", "sae:0"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from engine.deltas.ranking import conservative_effect
 from engine.hypotheses.equal_length import LENGTH_FEATURE
 from engine.hypotheses.length import BINNED_KINDS
 from engine.hypotheses.verifier import KINDS
@@ -90,10 +91,13 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     queues: dict[str, list[DraftSource]] = {}
     lengths: list[DraftSource] = []
     covered: set[tuple[int, str]] = set()
-    clusters = store.frame(
-        "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after FROM clusters "
-        "WHERE q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
-        [fdr],
+    clusters = _strongest_first(
+        store.frame(
+            "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after, ci_low, ci_high "
+            "FROM clusters WHERE q_value < ? AND delta IS NOT NULL AND delta <> 0",
+            [fdr],
+        ),
+        "cluster_id",
     )
     # A cluster's members strongest first; at equal membership a latent before a fact, so that a fact firing
     # exactly with a behaviour's latents (money amounts with re-checking) leaves the cluster their phrase.
@@ -124,11 +128,15 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
                 origins=tuple(info[i]["source"] for i in ids),
             )
         )
-    deltas = store.frame(
-        "SELECT feature_id, kind, coalesce(family, 'sae') AS family, delta, q_value, prevalence_before, "
-        "prevalence_after FROM feature_deltas "
-        "WHERE tested AND q_value < ? AND delta IS NOT NULL AND delta <> 0 ORDER BY q_value, abs(delta) DESC",
-        [fdr],
+    deltas = _strongest_first(
+        store.frame(
+            "SELECT feature_id, kind, coalesce(family, 'sae') AS family, delta, q_value, prevalence_before, "
+            "prevalence_after, ci_low, ci_high FROM feature_deltas "
+            "WHERE tested AND q_value < ? AND delta IS NOT NULL AND delta <> 0",
+            [fdr],
+        ),
+        "feature_id",
+        "kind",
     )
     # A feature significant for a segment kind is drafted for that kind; its rollout-level ('any') row only
     # when no segment kind is significant.
@@ -152,6 +160,17 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
             )
         )
     return _in_turn(queues, limit) + lengths
+
+
+def _strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """Significant rows, the largest credible change first (the distance of the 95% interval from 0, the
+    exploratory ranking's score; then |delta|, then q, then `keys`). Not q first: the clearest changes share the refined
+    Monte Carlo floor, where their order, and so which sources `limit` keeps and which draft absorbs which, was
+    the random draws' (session 39)."""
+    order = ["score", "size", "q_value", *keys]
+    return rows.with_columns(score=conservative_effect(), size=pl.col("delta").abs()).sort(
+        order, descending=[True, True] + [False] * (len(order) - 2)
+    )
 
 
 def _drafted_alone(feature: dict[str, str], kind: str) -> bool:
