@@ -17,10 +17,9 @@ import numpy as np
 import polars as pl
 import scipy.sparse as sp
 
-from engine.deltas.ranking import conservative_effect
 from engine.hypotheses.draft import DiscoverySplit
 from engine.hypotheses.ngrams import same_segments
-from engine.hypotheses.sources import DraftSource
+from engine.hypotheses.sources import DraftSource, strongest_first
 from engine.kinds import SEGMENT_KINDS
 from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
@@ -47,7 +46,7 @@ def lexical_sources(
     limit: int = MAX_LEXICAL,
 ) -> list[DraftSource]:
     """N-gram sources at q < `draft_fdr` (default `fdr`), the largest credible change first within each kind
-    (the distance of its 95% interval from 0, then |delta|). Which n-grams are tested (Tarone) and where
+    (`sources.strongest_first`). Which n-grams are tested (Tarone) and where
     p-values are refined follow `fdr`, the level the other fold's test holds them to; a small study's folds
     draft at a looser q (`crossfit.DRAFT_FDR`), as its features are."""
     below = fdr if draft_fdr is None else draft_fdr
@@ -107,16 +106,12 @@ def lexical_sources(
         drafted = np.flatnonzero(qk < below)
         low, high = _interval(blocks[i].select(drafted), scale[drafted])
         frame = pl.DataFrame({
-            "gram": grams[drafted], "delta": result.observed[drafted] * scale[drafted], "q": qk[drafted],
+            "gram": grams[drafted], "delta": result.observed[drafted] * scale[drafted], "q_value": qk[drafted],
             "ci_low": low, "ci_high": high,
-        }).with_columns(score=conservative_effect())  # fmt: skip
+        })  # fmt: skip
         index, _ = discovery.index((kind,))
         chosen: list[np.ndarray] = []
-        for gram, delta, qv in (
-            frame.sort(["score", pl.col("delta").abs(), "gram"], descending=[True, True, False])
-            .select("gram", "delta", "q")
-            .iter_rows()
-        ):
+        for gram, delta, qv in strongest_first(frame, "gram").select("gram", "delta", "q_value").iter_rows():
             if len(chosen) >= limit:
                 break
             # One source per phrase: n-grams of a phrase already chosen (same segments) add nothing, and
@@ -143,10 +138,8 @@ def lexical_sources(
 
 
 def _interval(block: PermutationBlock, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each n-gram's 95% interval of its effect (robust over rollouts; `scale` as its delta's), whose distance
-    from 0 (the exploratory ranking's conservative effect) orders significant n-grams into sources. Not their
-    q-values: the strongest reach the refined Monte Carlo floor together, where their order is the draws', so
-    which n-grams a fold drafted moved with the seed (session 39)."""
+    """Each n-gram's 95% interval of its effect (robust over rollouts; `scale` as its delta's), by which
+    significant n-grams become sources (`sources.strongest_first`), as features do."""
     if block.n_features == 0:
         return np.zeros(0), np.zeros(0)
     fit = effects(block.contrast, dense_columns(block.rates, 0, block.n_features), by_task=False, scale=scale)

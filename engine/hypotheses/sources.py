@@ -91,7 +91,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     queues: dict[str, list[DraftSource]] = {}
     lengths: list[DraftSource] = []
     covered: set[tuple[int, str]] = set()
-    clusters = _strongest_first(
+    clusters = strongest_first(
         store.frame(
             "SELECT cluster_id, kind, delta, q_value, prevalence_before, prevalence_after, ci_low, ci_high "
             "FROM clusters WHERE q_value < ? AND delta IS NOT NULL AND delta <> 0",
@@ -128,7 +128,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
                 origins=tuple(info[i]["source"] for i in ids),
             )
         )
-    deltas = _strongest_first(
+    deltas = strongest_first(
         store.frame(
             "SELECT feature_id, kind, coalesce(family, 'sae') AS family, delta, q_value, prevalence_before, "
             "prevalence_after, ci_low, ci_high FROM feature_deltas "
@@ -162,14 +162,13 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     return _in_turn(queues, limit) + lengths
 
 
-def _strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
-    """Significant rows, the largest credible change first (the distance of the 95% interval from 0, the
-    exploratory ranking's score; then |delta|, then q, then `keys`). Not q first: the clearest changes share the refined
-    Monte Carlo floor, where their order, and so which sources `limit` keeps and which draft absorbs which, was
-    the random draws' (session 39)."""
-    order = ["score", "size", "q_value", *keys]
+def strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """Significant rows (delta, q_value, ci_low, ci_high), the largest credible change first: the distance of
+    the 95% interval from 0 (the exploratory ranking's score), then |delta|, then `keys`. Not by q: the
+    clearest changes share the refined Monte Carlo floor, where their q-values, and so which sources a limit
+    kept and which draft absorbed which, were the random draws' (session 39)."""
     return rows.with_columns(score=conservative_effect(), size=pl.col("delta").abs()).sort(
-        order, descending=[True, True] + [False] * (len(order) - 2)
+        ["score", "size", *keys], descending=[True, True] + [False] * len(keys)
     )
 
 
