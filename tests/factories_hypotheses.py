@@ -170,3 +170,19 @@ def add_features(store: Store, truth: dict[str, set[int]], seed: int = 0) -> Non
             }
         ),
     )
+
+
+HELDOUT_ONLY_PHRASE = "Kindly review the updated itinerary below."
+
+
+def split_within_task(store: Store, *, heldout_phrase: bool = False) -> None:
+    """A small study's split: even trials discovery, odd held out (`split_mode` rollout). With `heldout_phrase`,
+    HELDOUT_ONLY_PHRASE is appended to 2 in 5 of the held-out fold's after-replies: a change only fold B sees."""
+    store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
+    store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+    if heldout_phrase:
+        store.execute(
+            "UPDATE segments SET text = text || ' ' || ? WHERE kind = 'text' AND segment_id % 5 < 2 AND rollout_key "
+            "IN (SELECT rollout_key FROM rollouts WHERE split = 'heldout' AND checkpoint = 'after')",
+            [HELDOUT_ONLY_PHRASE],
+        )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories_hypotheses import Planted, add_features, make_study
+from factories_hypotheses import Planted, add_features, make_study, split_within_task
 
 from bench.labeler_calibration import shipped_interval, simulate
 from engine.config import AnalyzeConfig
@@ -128,13 +128,7 @@ def test_a_hypothesis_tested_on_the_discovery_fold_is_calibrated_there(tmp_path:
     store, truth = make_study(tmp_path / "small.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
     with store:
         add_features(store, truth)
-        store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
-        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
-        store.execute(  # a phrase only the held-out fold's after-rollouts say: fold B drafts it, discovery tests it
-            "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' WHERE kind = 'text' "
-            "AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
-            "WHERE split = 'heldout' AND checkpoint = 'after')"
-        )
+        split_within_task(store, heldout_phrase=True)  # fold B alone sees a new phrase
         stage.run(store, CONFIG, np.random.default_rng(0), NullProgress())
         hid, before, after = store.frame(
             "SELECT hypothesis_id, prevalence_before, prevalence_after FROM hypotheses "

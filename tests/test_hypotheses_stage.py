@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from factories_hypotheses import Planted, add_features, make_study
+from factories_hypotheses import Planted, add_features, make_study, split_within_task
 from rich.console import Console
 
 from engine import cli
@@ -184,8 +184,7 @@ def test_a_small_studys_folds_draft_below_the_drafting_level(tmp_path: Path, mon
         with store:
             add_features(store, planted)
             if store is small:
-                store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
-                store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
+                split_within_task(store)
             store.execute("UPDATE feature_deltas SET q_value = 0.3 WHERE feature_id = 0")
             run_stage(store)
             drafted = [json.loads(p) for p in store.frame("SELECT provenance FROM hypotheses")["provenance"]]
@@ -203,13 +202,7 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path, monkeypatch
     store, _ = make_study(tmp_path / "x.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
     with store:
         add_features(store, _)
-        store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
-        store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
-        store.execute(
-            "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' WHERE kind = 'text' "
-            "AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
-            "WHERE split = 'heldout' AND checkpoint = 'after')"
-        )
+        split_within_task(store, heldout_phrase=True)  # fold B alone sees a new phrase
         deltas_before = store.frame("SELECT * FROM feature_deltas ORDER BY feature_id, kind")
         run_stage(store)
         metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
@@ -317,13 +310,7 @@ def test_a_small_studys_second_fold_does_not_depend_on_the_first_folds_draws(
         store, truth = make_study(tmp_path / f"s{extra}.duckdb", [APOLOGY, AIRPORTS], n_tasks=4, k=12)
         with store:
             add_features(store, truth)
-            store.execute("UPDATE rollouts SET split = CASE WHEN trial % 2 = 0 THEN 'discovery' ELSE 'heldout' END")
-            store.execute("INSERT INTO meta VALUES ('split_mode', 'rollout')")
-            store.execute(  # a phrase only the held-out fold's after-rollouts say: fold B drafts it
-                "UPDATE segments SET text = text || ' Kindly review the updated itinerary below.' "
-                "WHERE kind = 'text' AND segment_id % 5 < 2 AND rollout_key IN (SELECT rollout_key FROM rollouts "
-                "WHERE split = 'heldout' AND checkpoint = 'after')"
-            )
+            split_within_task(store, heldout_phrase=True)  # fold B alone sees a new phrase
             run_stage(store)
             rows = store.frame("SELECT statement, provenance, p_value FROM hypotheses ORDER BY statement").to_dicts()
         fold_b.append(
