@@ -13,6 +13,8 @@ import pytest
 from engine import deltas, split
 from engine.config import AnalyzeConfig
 from engine.features import stage
+from engine.features.labels import KIND_NAMES
+from engine.features.sentence_features import LABEL_SENTENCES, each_kind
 from engine.features.settings import FeatureSettings
 from engine.ingest import ingest_file
 from engine.kinds import DISCOVERY, SPLITS
@@ -124,6 +126,39 @@ def test_examples_are_discovery_sentences_with_their_span(analysed: Path) -> Non
         for tokens, activation, text, _ in examples.iter_rows():
             [[start, end, value]] = json.loads(tokens)
             assert text[start:end] in sentences and value == pytest.approx(activation, rel=1e-3)
+
+
+def test_each_kind_is_labelled_from_its_own_sentences(analysed: Path) -> None:
+    """A concept is labelled, for each kind it fires on in discovery, from its sentences of that kind: the label
+    names the kind and quotes one of them (a reasoning row is not called by the feature's replies)."""
+    with Store(analysed, read_only=True) as store:
+        labels = store.frame(
+            "SELECT kl.feature_id, kl.kind, kl.label, f.source FROM feature_kind_labels kl "
+            "JOIN features f USING (feature_id) WHERE f.source = 'concept'"
+        )
+        fired = store.frame(
+            "SELECT DISTINCT sf.feature_id, s.kind FROM segment_features sf JOIN features f USING (feature_id) "
+            "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
+            "WHERE f.source = 'concept' AND r.split = ?",
+            [DISCOVERY],
+        )
+        said = store.frame("SELECT DISTINCT st.text, s.kind FROM sentences st JOIN segments s USING (segment_id)")
+        assert set(labels.select("feature_id", "kind").rows()) == set(fired.rows())
+        assert set(labels["kind"]) == {"text", "reasoning"}
+        for _, kind, label, _ in labels.iter_rows():
+            assert label.startswith(f"{KIND_NAMES[kind]}: “")
+            quoted = label.split("“", 1)[1].split("”", 1)[0].removesuffix("…")
+            assert any(t.startswith(quoted) for t in said.filter(said["kind"] == kind)["text"])
+
+
+def test_a_group_is_labelled_per_kind_from_its_nearest_members_of_that_kind() -> None:
+    """A behaviour group's own label reads its LABEL_SENTENCES nearest members; a kind's label reads that kind's
+    nearest, also those further down than the first LABEL_SENTENCES (a group mostly of replies)."""
+    said = [(f"reply {i}", "text") for i in range(LABEL_SENTENCES + 6)] + [("thought 0", "reasoning")]
+    labelled = each_kind(said)
+    assert labelled[None] == said[:LABEL_SENTENCES]
+    assert labelled["text"] == said[:LABEL_SENTENCES]
+    assert labelled["reasoning"] == [("thought 0", "reasoning")]
 
 
 def test_the_segment_activation_is_the_max_over_its_sentences(analysed: Path) -> None:

@@ -13,6 +13,7 @@ from engine import deltas, split
 from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.features import stage
+from engine.features.labels import KIND_NAMES
 from engine.features.reader import Reader
 from engine.features.sae import steps_for, width_for
 from engine.features.settings import FeatureSettings
@@ -48,7 +49,7 @@ def test_fills_features_segment_features_and_examples(study: Path, reader: Path)
         written = extract(store, reader)
         counts = {
             t: store.scalar(f"SELECT count(*) FROM {t}")
-            for t in ("features", "segment_features", "feature_examples", "sentences")
+            for t in ("features", "segment_features", "feature_examples", "feature_kind_labels", "sentences")
         }
         assert written == sum(counts.values()) and all(counts.values())
         features = store.frame("SELECT * FROM features")
@@ -97,6 +98,26 @@ def test_fills_features_segment_features_and_examples(study: Path, reader: Path)
             assert key in m
         assert m["sae_trained"] and m["reader_segments"] == m["distinct_texts"] > 0
         assert 0 < m["l0"] <= SMALL.sae_k and 0 <= m["dead_share"] < 1
+
+
+def test_sae_features_are_labelled_per_kind_from_that_kinds_examples(study: Path, reader: Path) -> None:
+    """An SAE feature gets a label for each kind it fires on in discovery, drawn from its examples of that kind
+    and naming it; the feature's own label, from its strongest examples of any kind, names another kind than
+    some of the kinds it fires on (which is why rows of those kinds need their own)."""
+    with Store(study) as store:
+        extract(store, reader)
+        labels = store.frame(
+            "SELECT kl.feature_id, kl.kind, kl.label, f.label AS own FROM feature_kind_labels kl "
+            "JOIN features f USING (feature_id) WHERE f.source = 'sae'"
+        )
+        fired = store.frame(
+            "SELECT DISTINCT sf.feature_id, s.kind FROM segment_features sf JOIN features f USING (feature_id) "
+            "JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key) "
+            "WHERE f.source = 'sae' AND coalesce(r.split, 'discovery') = 'discovery'"
+        )
+        assert set(labels.select("feature_id", "kind").rows()) == set(fired.rows())
+        assert all(label.startswith(KIND_NAMES[kind]) for _, kind, label, _ in labels.iter_rows())
+        assert any(not own.startswith(KIND_NAMES[kind]) for _, kind, _, own in labels.iter_rows())
 
 
 def check_examples(store: Store) -> None:

@@ -24,6 +24,9 @@ SEGMENTS = "FROM segments s JOIN rollouts r USING (rollout_key) WHERE r.checkpoi
 # The rollouts `r` whose segments train, label and give examples: the discovery split (all of them before the
 # split is drawn), so nothing held out reaches labels or drafting.
 DISCOVERY_ROLLOUTS = f"coalesce(r.split, '{DISCOVERY}') = '{DISCOVERY}'"
+# Rows of `feature_kind_labels`: a feature's label drawn from its top discovery examples of one segment kind.
+KIND_LABEL_SCHEMA = {"feature_id": pl.Int64, "kind": pl.String, "label": pl.String}
+LabelKey = tuple[int, str | None]  # (feature id, segment kind) of a label: None for the feature's own
 
 
 @dataclass(frozen=True)
@@ -68,14 +71,17 @@ def rates(progress: Progress, description: str, total: int) -> Iterator[Callable
         yield step
 
 
-def ranked_examples(candidates: pl.DataFrame, distinct: str, top: int) -> pl.DataFrame:
-    """The `top` strongest examples per (feature, checkpoint), one per distinct `distinct` value, ranked from 1,
-    from a bounded top-n aggregate's `best` list column (ties to the lower segment id)."""
+def ranked_examples(
+    candidates: pl.DataFrame, distinct: str, top: int, groups: tuple[str, ...] = ("feature_id", "checkpoint")
+) -> pl.DataFrame:
+    """The `top` strongest examples per group (feature and checkpoint; and kind for per-kind labels), one per
+    distinct `distinct` value, ranked from 1, from a bounded top-n aggregate's `best` list column (ties to the
+    lower segment id)."""
     return (
         candidates.explode("best")
         .unnest("best")
-        .sort(["feature_id", "checkpoint", "activation", "segment_id"], descending=[False, False, True, False])
-        .unique(["feature_id", "checkpoint", distinct], keep="first", maintain_order=True)
-        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("feature_id", "checkpoint"))
+        .sort([*groups, "activation", "segment_id"], descending=[*(False for _ in groups), True, False])
+        .unique([*groups, distinct], keep="first", maintain_order=True)
+        .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over(*groups))
         .filter(pl.col("rank") <= top)
     )

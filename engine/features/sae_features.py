@@ -1,6 +1,7 @@
 """Steps 3 and 4 of the features stage for SAE latents: cached activations stream through the SAE; each
 segment's per-latent maximum is staged in `segment_features` (non-zero only); thresholds, top examples (discovery
-only), per-token activations and labels follow from SQL over what was written."""
+only), per-token activations and labels (the feature's, and each kind's from its examples of that kind) follow
+from SQL over what was written."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ import pyarrow as pa
 from engine.features.cache import ActivationCache
 from engine.features.encode import gather, segment_maxima, token_activations
 from engine.features.labels import Example, FeatureLabel, context_ngrams, corpus_frequencies, label_feature
-from engine.features.run import CANDIDATES_PER_EXAMPLE, DISCOVERY_ROLLOUTS, SEGMENTS, FeatureRun, ranked_examples, rates
+from engine.features.run import (
+    CANDIDATES_PER_EXAMPLE,
+    DISCOVERY_ROLLOUTS,
+    KIND_LABEL_SCHEMA,
+    SEGMENTS,
+    FeatureRun,
+    LabelKey,
+    ranked_examples,
+    rates,
+)
 from engine.features.settings import FeatureSettings
 from engine.features.thresholds import strong_activations
 from engine.store import Store
@@ -24,6 +34,8 @@ if TYPE_CHECKING:
     from sae_lens import SAE
 
 CORPUS_SAMPLE = 20_000  # segments sampled for corpus n-gram frequencies (labels)
+
+TokenKey = tuple[str, int]  # (content hash, feature id) of an example
 
 
 def write_sae_features(run: FeatureRun, base: int, sae: SAE, cache: ActivationCache, index: pl.DataFrame) -> int:
@@ -58,13 +70,18 @@ def write_sae_features(run: FeatureRun, base: int, sae: SAE, cache: ActivationCa
     metrics["encode_seconds"] = round(time.perf_counter() - started, 2)
     stats = strong_activations(store, f"{staging}.segment_features", base, base + d_sae)
     examples = _top_examples(store, staging, base, d_sae, settings.top_examples)
-    tokens = _example_tokens(sae, cache, index, examples, base, settings)
-    examples = examples.with_columns(pl.Series("tokens", [json.dumps(t) for t in tokens], dtype=pl.String))
+    by_kind = _top_examples(store, staging, base, d_sae, settings.top_examples, per_kind=True)
+    tokens = _example_tokens(sae, cache, index, pl.concat([examples, by_kind.drop("kind")]), base, settings)
+    examples = examples.with_columns(
+        pl.Series("tokens", [json.dumps(tokens[k]) for k in _token_keys(examples)], dtype=pl.String)
+    )
     store.append(f"{staging}.feature_examples", examples.drop("content_hash"))
-    labels = _labels(run, examples, tokens)
+    labels = _labels(run, {**_grouped(run, examples, tokens), **_grouped(run, by_kind, tokens)})
+    kind_labels = [(fid, kind, label.label) for (fid, kind), label in labels.items() if kind is not None]
+    store.append(f"{staging}.feature_kind_labels", pl.DataFrame(kind_labels, schema=KIND_LABEL_SCHEMA, orient="row"))
     rows = []
     for feature_id, p99 in stats.iter_rows():
-        label = labels.get(feature_id)
+        label = labels.get((feature_id, None))
         rows.append({
             "feature_id": feature_id, "source": "sae", "name": f"sae:{feature_id - base}",
             "label": label.label if label else "no examples", "sae_index": feature_id - base,
@@ -90,29 +107,33 @@ _FEATURE_SCHEMA = {
 }
 
 
-def _top_examples(store: Store, staging: str, base: int, d_sae: int, top: int) -> pl.DataFrame:
-    """Per feature and checkpoint, the `top` strongest discovery segments with distinct texts (rank 1 is the
-    strongest): examples feed labels and drafting, so held-out rollouts never appear among them.
+def _top_examples(
+    store: Store, staging: str, base: int, d_sae: int, top: int, *, per_kind: bool = False
+) -> pl.DataFrame:
+    """Per feature and checkpoint (and segment kind when `per_kind`, with a `kind` column), the `top` strongest
+    discovery segments with distinct texts (rank 1 is the strongest): examples feed labels and drafting, so
+    held-out rollouts never appear among them.
 
     A bounded top-n aggregate (`max_by(..., n)`) keeps CANDIDATES_PER_EXAMPLE x `top` candidates per group in
     one streaming pass, instead of sorting every (segment, feature) row; copies of the same text (which have
     the same activation) are then dropped. Ties go to the lower segment id."""
+    groups = ("feature_id", "checkpoint", "kind") if per_kind else ("feature_id", "checkpoint")
     candidates = store.frame(
         f"""
-        SELECT sf.feature_id, r.checkpoint,
+        SELECT sf.feature_id, r.checkpoint, {"s.kind," if per_kind else ""}
                max_by({{'segment_id': sf.segment_id, 'activation': sf.activation, 'content_hash': s.content_hash}},
                       {{'a': sf.activation, 'b': -sf.segment_id}}, {int(CANDIDATES_PER_EXAMPLE * top)}) AS best
         FROM {staging}.segment_features sf JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
         WHERE sf.feature_id >= ? AND sf.feature_id < ?
           AND {DISCOVERY_ROLLOUTS}  -- nothing held out reaches labels or drafting
-        GROUP BY sf.feature_id, r.checkpoint
+        GROUP BY ALL
         """,
         [base, base + d_sae],
     )
     return (
-        ranked_examples(candidates, "content_hash", top)
+        ranked_examples(candidates, "content_hash", top, groups)
         .sort("segment_id", "feature_id")
-        .select("feature_id", "checkpoint", "segment_id", "activation", "content_hash", "rank")
+        .select("feature_id", "checkpoint", "segment_id", "activation", "content_hash", "rank", *groups[2:])
     )
 
 
@@ -123,8 +144,9 @@ def _example_tokens(
     examples: pl.DataFrame,
     base: int,
     settings: FeatureSettings,
-) -> list[list[list[float]]]:
-    """Per example row, [[char_start, char_end, activation], ...] of its feature over its segment's tokens."""
+) -> dict[TokenKey, list[list[float]]]:
+    """Per (content hash, feature) of the example rows, [[char_start, char_end, activation], ...] of the feature
+    over the segment's tokens."""
     wanted: dict[str, set[int]] = defaultdict(set)
     for content_hash, feature_id in zip(examples["content_hash"], examples["feature_id"], strict=True):
         wanted[content_hash].add(feature_id - base)
@@ -141,31 +163,45 @@ def _example_tokens(
             ):
                 found.update(((h, f), tokens) for f, tokens in per_latent.items())
             block = []
-    return [found[(h, f - base)] for h, f in zip(examples["content_hash"], examples["feature_id"], strict=True)]
+    return {(h, f + base): tokens for (h, f), tokens in found.items()}
 
 
-def _labels(run: FeatureRun, examples: pl.DataFrame, tokens: list[list[list[float]]]) -> dict[int, FeatureLabel]:
-    """Labels per feature from its top examples of both checkpoints against a corpus sample."""
+def _token_keys(examples: pl.DataFrame) -> list[TokenKey]:
+    return list(zip(examples["content_hash"], examples["feature_id"], strict=True))
+
+
+def _grouped(
+    run: FeatureRun, examples: pl.DataFrame, tokens: dict[TokenKey, list[list[float]]]
+) -> dict[LabelKey, list[Example]]:
+    """The examples of each feature (and kind, where `examples` has a kind column), strongest first, one per
+    distinct text."""
     texts = run.store.frame(
         "SELECT segment_id, kind, text FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
         [examples["segment_id"].unique().to_list()],
     )
     by_id = {sid: (kind, text) for sid, kind, text in texts.iter_rows()}
-    pooled: dict[int, list[tuple[float, str, Example]]] = defaultdict(list)
-    for (feature_id, segment_id, activation, content_hash), toks in zip(
-        examples.select("feature_id", "segment_id", "activation", "content_hash").iter_rows(), tokens, strict=True
-    ):
+    per_kind = "kind" in examples.columns
+    pooled: dict[LabelKey, list[tuple[float, str, Example]]] = defaultdict(list)
+    for feature_id, segment_id, activation, content_hash in examples.select(
+        "feature_id", "segment_id", "activation", "content_hash"
+    ).iter_rows():
         kind, text = by_id[segment_id]
-        spans = [(int(start), int(end), float(value)) for start, end, value in toks]
-        pooled[feature_id].append((activation, content_hash, Example(text, kind, spans)))
-    per_feature: dict[int, list[Example]] = {}
-    for feature_id, items in pooled.items():
+        spans = [(int(start), int(end), float(value)) for start, end, value in tokens[(content_hash, feature_id)]]
+        pooled[(feature_id, kind if per_kind else None)].append((activation, content_hash, Example(text, kind, spans)))
+    grouped: dict[LabelKey, list[Example]] = {}
+    for key, items in pooled.items():
         items.sort(key=lambda t: -t[0])
         by_text: dict[str, Example] = {}  # the strongest example of each distinct text
         for _, content_hash, example in items:
             by_text.setdefault(content_hash, example)
-        per_feature[feature_id] = list(by_text.values())
-    contexts = {fid: [context_ngrams(e) for e in exs] for fid, exs in per_feature.items()}
+        grouped[key] = list(by_text.values())
+    return grouped
+
+
+def _labels(run: FeatureRun, grouped: dict[LabelKey, list[Example]]) -> dict[LabelKey, FeatureLabel]:
+    """A label per group of examples (a feature's top examples of both checkpoints, or of one kind) against one
+    corpus sample."""
+    contexts = {key: [context_ngrams(e) for e in exs] for key, exs in grouped.items()}
     candidates = {g for grams in contexts.values() for found in grams for g in found}
     offset = int(run.rng.integers(2**31 - 1))
     corpus_texts = run.store.execute(
@@ -173,4 +209,4 @@ def _labels(run: FeatureRun, examples: pl.DataFrame, tokens: list[list[list[floa
         [*run.checkpoints, offset, CORPUS_SAMPLE],
     ).fetchall()
     corpus, n_corpus = corpus_frequencies((t for (t,) in corpus_texts), candidates)
-    return {fid: label_feature(exs, contexts[fid], corpus, n_corpus) for fid, exs in per_feature.items()}
+    return {key: label_feature(exs, contexts[key], corpus, n_corpus) for key, exs in grouped.items()}

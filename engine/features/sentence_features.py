@@ -11,7 +11,8 @@
    is the max over its sentences (`segment_features`, non-zero only; groups only where they fire).
 4. Examples and labels from the discovery split only: each feature's top sentences (the example's evidence
    span is the sentence, `feature_examples.tokens = [[char_start, char_end, activation]]`), and a label of a
-   medoid sentence plus distinctive words (`engine.features.sentence_labels`).
+   medoid sentence plus distinctive words (`engine.features.sentence_labels`), for the feature and, from its
+   sentences of one kind, for each kind (`feature_kind_labels`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,16 @@ from engine.features.concepts import MIN_SENTENCES, concept_codes, concept_width
 from engine.features.concepts import K as CONCEPT_K
 from engine.features.groups import CLUSTER_SAMPLE, GroupModel, find_contrastive_groups
 from engine.features.reader_spec import ReaderSpec
-from engine.features.run import CANDIDATES_PER_EXAMPLE, DISCOVERY_ROLLOUTS, SEGMENTS, ranked_examples
+from engine.features.run import (
+    CANDIDATES_PER_EXAMPLE,
+    DISCOVERY_ROLLOUTS,
+    KIND_LABEL_SCHEMA,
+    SEGMENTS,
+    LabelKey,
+    ranked_examples,
+)
 from engine.features.sentence_embed import SentenceEmbedder
-from engine.features.sentence_labels import background_counts, label_sentences
+from engine.features.sentence_labels import SentenceLabel, background_counts, label_sentences
 from engine.features.sentences import split_sentences
 from engine.features.settings import FeatureSettings
 from engine.features.thresholds import strong_activations
@@ -139,11 +147,6 @@ def extract(
     background, n_background = background_counts(texts)
     top = _label_sentences(store, staging, base)
     concept_thresholds = dict(strong_activations(store, f"{staging}.segment_features", base, group_base).iter_rows())
-    rows = []
-    for feature_id, p99 in concept_thresholds.items():
-        rows.append(_feature_row(feature_id, "concept", f"concept:{feature_id - base}",
-                                 settings.threshold_fraction * float(p99), top.get(feature_id, []), embedder,
-                                 background, n_background, run_id))  # fmt: skip
     group_texts = [[(texts[cluster[i]], kinds[cluster[i]]) for i in rows] for rows in groups.members]
     fired = set(store.frame(f"SELECT DISTINCT feature_id FROM {staging}.{_ACTS} WHERE feature_id >= ?", [group_base])[
         "feature_id"
@@ -151,9 +154,20 @@ def extract(
     for g, members in enumerate(group_texts):
         if group_base + g in fired:
             central = [members[i] for i in _nearest_first(groups, g)]
-            rows.append(_feature_row(group_base + g, "group", f"group:{g}", float(groups.thresholds[g]),
-                                     central, embedder, background, n_background, run_id))  # fmt: skip
+            top.update(((group_base + g, kind), said) for kind, said in each_kind(central).items())
+    labels = {key: _label(said, embedder, background, n_background) for key, said in top.items()}
+    rows = [
+        _feature_row(feature_id, "concept", f"concept:{feature_id - base}", settings.threshold_fraction * float(p99),
+                     labels.get((feature_id, None)), run_id)
+        for feature_id, p99 in concept_thresholds.items()
+    ] + [
+        _feature_row(group_base + g, "group", f"group:{g}", float(groups.thresholds[g]), labels[(group_base + g, None)],
+                     run_id)
+        for g in range(groups.n_groups) if group_base + g in fired
+    ]  # fmt: skip
     store.append(f"{staging}.features", pl.DataFrame(rows, schema=FEATURE_SCHEMA))
+    kind_labels = [(fid, kind, label.label) for (fid, kind), (label, _) in labels.items() if kind is not None]
+    store.append(f"{staging}.feature_kind_labels", pl.DataFrame(kind_labels, schema=KIND_LABEL_SCHEMA, orient="row"))
     metrics.update(
         concept_features=sum(r["source"] == "concept" for r in rows),
         group_features=sum(r["source"] == "group" for r in rows),
@@ -309,16 +323,19 @@ def _top_examples(store: Store, staging: str, base: int, top: int) -> pl.DataFra
     )
 
 
-def _label_sentences(store: Store, staging: str, base: int) -> dict[int, list[tuple[str, str]]]:
-    """Per feature, its LABEL_SENTENCES strongest distinct discovery sentences (text, kind), both checkpoints."""
+def _label_sentences(store: Store, staging: str, base: int) -> dict[LabelKey, list[tuple[str, str]]]:
+    """Per feature, its LABEL_SENTENCES strongest distinct discovery sentences (text, kind), both checkpoints
+    (key (feature, None)); and per feature and kind, those of that kind (key (feature, kind))."""
     where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=DISCOVERY_ROLLOUTS)
+    top = f"max_by({{'text': text, 'kind': kind, 'a': a}}, a, {LABEL_SENTENCES}) AS best"
     frame = store.frame(
-        f"SELECT feature_id, max_by({{'text': text, 'kind': kind, 'a': a}}, a, {LABEL_SENTENCES}) AS best FROM "
-        f"(SELECT a.feature_id, st.text, min(s.kind) AS kind, max(a.activation) AS a {where} GROUP BY ALL) "
-        "GROUP BY feature_id",
+        f"WITH said AS (SELECT a.feature_id, st.text, s.kind, max(a.activation) AS a {where} GROUP BY ALL) "
+        f"SELECT feature_id, NULL AS kind, {top} FROM (SELECT feature_id, text, min(kind) AS kind, max(a) AS a "
+        "FROM said GROUP BY ALL) GROUP BY feature_id "
+        f"UNION ALL SELECT feature_id, kind, {top} FROM said GROUP BY feature_id, kind",
         [base],
     )
-    return {fid: [(b["text"], b["kind"]) for b in best] for fid, best in frame.iter_rows()}
+    return {(fid, kind): [(b["text"], b["kind"]) for b in best] for fid, kind, best in frame.iter_rows()}
 
 
 def _nearest_first(groups: GroupModel, g: int) -> list[int]:
@@ -326,7 +343,24 @@ def _nearest_first(groups: GroupModel, g: int) -> list[int]:
     members = groups.members[g]
     first = [int(np.flatnonzero(members == r)[0]) for r in groups.exemplar_rows[g]]
     rest = [i for i in range(len(members)) if i not in set(first)]
-    return (first + rest)[:LABEL_SENTENCES]
+    return first + rest
+
+
+def each_kind(said: list[tuple[str, str]]) -> dict[str | None, list[tuple[str, str]]]:
+    """The first LABEL_SENTENCES sentences (text, kind) of `said`, for the feature's own label (key None), and
+    for each kind the first LABEL_SENTENCES of that kind, however far down the list they come."""
+    out: dict[str | None, list[tuple[str, str]]] = {None: said[:LABEL_SENTENCES]}
+    for kind in dict.fromkeys(k for _, k in said):
+        out[kind] = [m for m in said if m[1] == kind][:LABEL_SENTENCES]
+    return out
+
+
+def _label(
+    top: list[tuple[str, str]], embedder: SentenceEmbedder, background: Any, n_background: int
+) -> tuple[SentenceLabel, list[str]]:
+    """The label of top sentences (text, kind), strongest first, and their texts."""
+    texts = [t for t, _ in top]
+    return label_sentences(texts, [k for _, k in top], embedder.embed(texts), background, n_background), texts
 
 
 def _feature_row(
@@ -334,14 +368,10 @@ def _feature_row(
     source: str,
     name: str,
     threshold: float,
-    top: list[tuple[str, str]],
-    embedder: SentenceEmbedder,
-    background: Any,
-    n_background: int,
+    labelled: tuple[SentenceLabel, list[str]] | None,
     run_id: str,
 ) -> dict[str, Any]:
-    texts = [t for t, _ in top]
-    label = label_sentences(texts, [k for _, k in top], embedder.embed(texts), background, n_background)
+    label, texts = labelled or (SentenceLabel("no examples", "", []), [])
     words = [{"ngram": w["word"], "score": w["z"]} for w in label.words]
     return {
         "feature_id": feature_id, "source": source, "name": name, "label": label.label, "threshold": threshold,

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STAGE = "features"
-VERSION = 1  # bump when the stage's outputs change meaning
-OUTPUTS = ("features", "segment_features", "feature_examples", "sentences")  # the tables it replaces
+VERSION = 2  # bump when the stage's outputs change meaning (2: per-kind labels)
+OUTPUTS = ("features", "segment_features", "feature_examples", "feature_kind_labels", "sentences")  # it replaces
 _SOURCES = f"({', '.join(repr(s) for s in SOURCES)})"
 _OURS = f"SELECT feature_id FROM features WHERE source IN {_SOURCES}"
 
@@ -164,6 +164,7 @@ def _publish(store: Store, staging: str, sae_source: str) -> int:
         store.set_meta(SAE_SOURCE_KEY, sae_source)
         store.scalar(f"DELETE FROM segment_features WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM feature_examples WHERE feature_id IN ({_OURS})")
+        store.scalar(f"DELETE FROM feature_kind_labels WHERE feature_id IN ({_OURS})")
         store.scalar(f"DELETE FROM features WHERE source IN {_SOURCES}")
         store.scalar("DELETE FROM sentences")
         return store.publish_staged(staging, OUTPUTS)

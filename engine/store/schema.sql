@@ -112,6 +112,16 @@ CREATE TABLE IF NOT EXISTS feature_examples (
     PRIMARY KEY (feature_id, checkpoint, rank)
 );
 
+-- A feature's label drawn from its top discovery examples of one segment kind (SAE, concept and group features,
+-- each kind it has examples of): a feature_deltas row of that kind reads it, so a change in reasoning is not
+-- named by the feature's replies. Rows without one ('any', structural features) read features.label.
+CREATE TABLE IF NOT EXISTS feature_kind_labels (
+    feature_id  BIGINT NOT NULL,
+    kind        VARCHAR NOT NULL,
+    label       VARCHAR NOT NULL,
+    PRIMARY KEY (feature_id, kind)
+);
+
 -- Per feature and segment kind, on the discovery split. kind 'any' is the rollout-level view.
 CREATE TABLE IF NOT EXISTS feature_deltas (
     feature_id          BIGINT NOT NULL,

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # polars and pyarrow load on first use: the TUI opens a store
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Bytes 8-11 of every DuckDB database file (after an 8-byte checksum).
 _DUCKDB_MAGIC = (8, b"DUCK")
 _STAGING = ".{}.staging-"  # prefix of the scratch databases `Store.staging` makes beside the store
@@ -51,6 +51,8 @@ MIGRATIONS: dict[int, str] = {
     "hypothesis_id INTEGER);"
     "CREATE TABLE IF NOT EXISTS hypothesis_calibrations (hypothesis_id INTEGER PRIMARY KEY, result JSON NOT NULL, "
     "computed_at TIMESTAMP NOT NULL);",
+    6: "CREATE TABLE IF NOT EXISTS feature_kind_labels (feature_id BIGINT NOT NULL, kind VARCHAR NOT NULL, "
+    "label VARCHAR NOT NULL, PRIMARY KEY (feature_id, kind));",
 }
 
 
