@@ -39,6 +39,7 @@ from engine.ingest import ingest_file
 from engine.pipeline import analyze
 from engine.safe_text import line
 from engine.store import Store
+from engine.store.queries import row_labels
 from engine.study import resolve_checkpoints
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tau2-grok3-policy"
@@ -123,8 +124,8 @@ def ranking(before: Path, after: Path, store_path: Path, config: AnalyzeConfig) 
         analyze(store, config, until="features")
         config = resolve_checkpoints(store, config)
         rows = exploratory_ranking(store, config, np.random.default_rng(config.seed), top=None)
-        labels = dict(store.execute("SELECT feature_id, coalesce(label, '') FROM features").fetchall())
-        return [{**row, "label": labels.get(row["feature_id"], "")} for row in rows]
+        labels = row_labels(store, [(row["feature_id"], row["kind"]) for row in rows])
+        return [{**row, "label": labels.get((row["feature_id"], row["kind"]), "")} for row in rows]
 
 
 def report(title: str, rows: list[dict[str, object]], seconds: float) -> list[str]:

@@ -29,6 +29,7 @@ from engine.runs import is_done, record_run
 from engine.stats.fdr import bh_qvalues
 from engine.stats.prevalence import test_prevalence
 from engine.store import Store
+from engine.store.queries.base import DELTA_FEATURES, ROW_LABEL
 from engine.store.queries.study import sae_source
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,8 @@ KIND_ORDER = (*deltas.KINDS, deltas.ANY)
 def significant_features(store: Store, fdr: float) -> pl.DataFrame:
     """One row per feature significant in some kind: its most significant kind (segment kinds before 'any')."""
     rows = store.frame(
-        "SELECT d.feature_id, f.label, f.source, f.sae_index, d.kind, d.delta, d.q_value "
-        "FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.tested AND d.q_value < ?",
+        f"SELECT d.feature_id, {ROW_LABEL} AS label, f.source, f.sae_index, d.kind, d.delta, d.q_value "
+        f"FROM {DELTA_FEATURES} WHERE d.tested AND d.q_value < ?",
         [fdr],
     )
     if rows.height == 0:

@@ -27,7 +27,8 @@ def study(sample_study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         top = store.scalar(
             "SELECT feature_id FROM feature_deltas WHERE tested ORDER BY q_value, abs(delta) DESC LIMIT 1"
         )
-        store.execute("UPDATE features SET label = ? WHERE feature_id = ?", [LONG, top])
+        for table in ("features", "feature_kind_labels"):  # what its rows are called, at every kind
+            store.execute(f"UPDATE {table} SET label = ? WHERE feature_id = ?", [LONG, top])
     return path
 
 

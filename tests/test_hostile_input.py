@@ -574,8 +574,9 @@ async def test_the_tui_shows_hostile_names_inert(sample_study_copy: Path) -> Non
         hostile = f"{first}{ESCAPES}{BIDI}"
         for table in ("checkpoints", "rollouts"):
             con.execute(f"UPDATE {table} SET checkpoint = ? WHERE checkpoint = ?", [hostile, first])
-        con.execute("UPDATE features SET label = label || ? WHERE feature_id IN (SELECT feature_id FROM features "
-                    "LIMIT 5)", [BIDI + ESCAPES])  # fmt: skip
+        for table in ("features", "feature_kind_labels"):  # a feature's own label and its kinds'
+            con.execute(f"UPDATE {table} SET label = label || ? WHERE feature_id IN (SELECT feature_id FROM features "
+                        "ORDER BY feature_id LIMIT 5)", [BIDI + ESCAPES])  # fmt: skip
     app = RldiffApp(path)
     async with app.run_test(size=(120, 40)) as pilot:
         for screen in ("1", "2"):

@@ -164,8 +164,9 @@ async def test_list_deltas_filters_sorts_and_pages(study: Path) -> None:
     assert strong["rows"] and all(r["q_value"] <= 0.05 for r in strong["rows"])
     transfer = sql(
         study,
-        "SELECT f.name FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.tested "
-        "AND (f.name ILIKE '%transfer%' OR f.label ILIKE '%transfer%')",
+        "SELECT f.name FROM feature_deltas d JOIN features f USING (feature_id) LEFT JOIN feature_kind_labels kl "
+        "ON kl.feature_id = d.feature_id AND kl.kind = d.kind WHERE d.tested "
+        "AND (f.name ILIKE '%transfer%' OR coalesce(kl.label, f.label) ILIKE '%transfer%')",
     )
     assert "tool:transfer_to_human_agents" in {r["name"] for r in found["rows"]} == {n for (n,) in transfer}
     assert [r["q_value"] for r in by_q["rows"]] == sorted(r["q_value"] for r in by_q["rows"])

@@ -9,6 +9,7 @@ import duckdb
 import pytest
 
 from engine.errors import InputError
+from engine.features.labels import KIND_NAMES
 from engine.store import queries, writes
 
 
@@ -322,11 +323,25 @@ def test_the_study_fills_every_table_but_the_llm_and_review_logs(sample_study: P
     assert empty == {"llm_cache", "heldout_views", "hypothesis_calibrations"}
 
 
-def test_feature_labels_by_id(cur: duckdb.DuckDBPyConnection) -> None:
-    ids = [r[0] for r in cur.execute("SELECT feature_id FROM features ORDER BY feature_id LIMIT 3").fetchall()]
-    labels = queries.feature_labels(cur, [*ids, -1])
-    assert sorted(labels) == ids  # an unknown id is left out
-    assert labels[ids[0]] == scalar(cur, "SELECT label FROM features WHERE feature_id = ?", [ids[0]])
+def test_a_row_is_called_by_the_label_of_its_kind(cur: duckdb.DuckDBPyConnection) -> None:
+    """A feature whose top examples are of another kind (a latent of tool calls that also fires in replies)
+    is called, at each kind, by the label drawn from that kind's examples: in the deltas table, the feature
+    screen's rows, cluster members and `row_labels`; its 'any' row keeps the feature's own label."""
+    feature_id, kind, own, of_kind = cur.execute(
+        "SELECT d.feature_id, d.kind, f.label, kl.label FROM feature_deltas d JOIN features f USING (feature_id) "
+        "JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind "
+        "WHERE kl.label <> f.label AND d.tested ORDER BY d.q_value, d.feature_id LIMIT 1"
+    ).fetchone()
+    assert of_kind.startswith(KIND_NAMES[kind])
+    labels = queries.row_labels(cur, [(feature_id, kind), (feature_id, "any"), (-1, kind)])
+    assert labels == {(feature_id, kind): of_kind, (feature_id, "any"): own}  # an unknown id is left out
+    page = queries.delta_page(cur, queries.DeltaFilter(kind=kind, max_q=None, tested_only=False), limit=100_000)
+    assert {r.label for r in page.rows if r.feature_id == feature_id} == {of_kind}
+    found = queries.delta_page(cur, queries.DeltaFilter(kind=kind, search=of_kind, tested_only=False)).rows
+    assert feature_id in {r.feature_id for r in found}  # search reads what the row shows
+    detail = queries.feature_detail(cur, feature_id)
+    assert detail is not None and detail.label == own
+    assert {d.row.kind: d.row.label for d in detail.deltas}.get(kind) == of_kind
 
 
 def test_fetchone_says_when_a_query_returns_no_row(cur: duckdb.DuckDBPyConnection) -> None:

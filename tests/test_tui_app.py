@@ -178,8 +178,11 @@ async def test_deltas_filter_sort_search_page_and_open(store_path: Path, monkeyp
         assert screen.filter.sort == "decrease" and deltas == sorted(deltas)
         await pilot.press("slash", *"transfer_to", "enter")
         await settle(pilot)
-        matching = rows(store_path, "SELECT count(*) FROM feature_deltas JOIN features USING (feature_id) "
-                        "WHERE tested AND label ILIKE '%transfer_to%'")[0][0]  # fmt: skip
+        assert screen.filter.max_q == 0.05  # still filtered by q
+        matching = rows(store_path, "SELECT count(*) FROM feature_deltas d JOIN features f USING (feature_id) "
+                        "LEFT JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind "
+                        "WHERE tested AND q_value <= 0.05 AND coalesce(kl.label, f.label) ILIKE '%transfer_to%'"
+                        )[0][0]  # fmt: skip
         assert len(shown()) == matching > 0 and all("transfer_to" in r.label for r in shown())
         assert isinstance(app.focused, PagedTable)
         feature_id, kind = shown()[0].feature_id, shown()[0].kind
@@ -197,6 +200,29 @@ async def _first_feature(app: RldiffApp, pilot: Pilot) -> FeatureScreen:
     feature = app.screen
     assert isinstance(feature, FeatureScreen) and feature.detail is not None
     return feature
+
+
+async def test_the_feature_screen_is_titled_by_the_label_of_the_row_it_was_opened_from(store_path: Path) -> None:
+    """Opened from a row of one kind, the feature screen is titled by that kind's label, the feature's own
+    (from its strongest examples of any kind) beneath; opened without a kind, by its own."""
+    [(feature_id, kind, own, of_kind)] = rows(
+        store_path,
+        "SELECT d.feature_id, d.kind, f.label, kl.label FROM feature_deltas d JOIN features f USING (feature_id) "
+        "JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind "
+        "WHERE kl.label <> f.label ORDER BY d.feature_id, d.kind LIMIT 1",
+    )
+    app = RldiffApp(store_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        heads = []
+        for opened_as in (kind, None):
+            app.open_feature(feature_id, opened_as)
+            await settle(pilot)
+            head = app.screen.query_one("#feature-head", Static).content
+            assert isinstance(head, Text)
+            heads.append(head.plain.splitlines())
+    assert heads[0][:2] == [of_kind, f"all kinds: {own}"]
+    assert heads[1][0] == own and not heads[1][1].startswith("all kinds")
 
 
 async def test_feature_statistics_show_the_pooled_share_beside_the_rates(store_path: Path) -> None:

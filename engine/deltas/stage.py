@@ -16,6 +16,7 @@ from engine.errors import InputError
 from engine.progress import NullProgress, Progress
 from engine.runs import is_done, record_run
 from engine.store import Store
+from engine.store.queries.base import DELTA_FEATURES, ROW_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +91,11 @@ def ranked_deltas(store: Store, kind: str | None = None, top: int = 20) -> pl.Da
     """The tested deltas, most significant first (q ascending, then |delta| descending), for `rldiff deltas`."""
     where, params = ("AND d.kind = ?", [kind]) if kind else ("", [])
     return store.frame(
-        "SELECT d.feature_id, f.name, f.label, f.source, d.kind, d.family, d.prevalence_before, "
+        f"SELECT d.feature_id, f.name, {ROW_LABEL} AS label, f.source, d.kind, d.family, d.prevalence_before, "
         "d.prevalence_after, d.delta, d.ratio, d.ci_low, d.ci_high, d.p_value, d.q_value, d.pooled_before, "
         "d.pooled_after, d.rollout_rate_before, "
         "d.rollout_rate_after, d.n_before, d.n_after, d.reward_assoc_before, d.reward_assoc_after "
-        f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.tested {where} "
+        f"FROM {DELTA_FEATURES} WHERE d.tested {where} "
         "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST, d.feature_id, d.kind LIMIT ?",
         [*params, top],
     )

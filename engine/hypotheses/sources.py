@@ -88,6 +88,8 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
     `length_effects` can tell what it explains, takes no other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
+    kind_labels = store.frame("SELECT feature_id, kind, label FROM feature_kind_labels")
+    called = {(f, kind): label for f, kind, label in kind_labels.iter_rows()}  # a kind's label, where there is one
     queues: dict[str, list[DraftSource]] = {}
     lengths: list[DraftSource] = []
     covered: set[tuple[int, str]] = set()
@@ -118,7 +120,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
                 _kinds(c["kind"]),
                 tuple(ids),
                 tuple(info[i]["name"] for i in ids),
-                tuple(info[i]["label"] for i in ids),
+                tuple(called.get((i, c["kind"]), info[i]["label"]) for i in ids),
                 c["delta"],
                 c["q_value"],
                 c["prevalence_before"],
@@ -150,7 +152,7 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
                 _kinds(d["kind"]),
                 (f["feature_id"],),
                 (f["name"],),
-                (f["label"],),
+                (called.get((f["feature_id"], d["kind"]), f["label"]),),
                 d["delta"],
                 d["q_value"],
                 d["prevalence_before"],

@@ -182,7 +182,12 @@ class FeatureScreen(RldiffScreen):
             return
         self._loaded_once = True
         palette = self.palette
-        title = safe(detail.label, "bold", max_chars=200)
+        # opened from a row of one kind: the label drawn from that kind's examples, the feature's own beside it
+        called = next((d.row.label for d in detail.deltas if d.row.kind == self.kind), detail.label)
+        title = safe(called, "bold", max_chars=200)
+        if called != detail.label:
+            title.append("\nall kinds: ", style="dim")
+            title.append_text(safe(detail.label, max_chars=200))
         title.append(f"\n{detail.name} · {detail.source} · fires above {detail.threshold:.3g}", style="dim")
         if detail.clusters:
             title.append(" · cluster " + ", ".join(str(c) for c, _ in detail.clusters), style="dim")

@@ -132,10 +132,11 @@ class FindingTools(ToolGroup):
         include_tasks: Annotated[bool, Field(description="per-task prevalences too")] = True,
         max_chars: MaxChars = 500,
     ) -> str:
-        """One feature: label, explanation, top n-grams, its deltas for every segment kind (with rollout rates,
-        sample sizes and association with reward), per-task prevalences, its clusters, and its top-activating
-        segments from each checkpoint (segment_id, rollout_key, text and the peak-activation span; for concept
-        and group features, `sentence` is the sentence the example fired on)."""
+        """One feature: label, explanation, top n-grams, its deltas for every segment kind (each with the label
+        drawn from that kind's examples, rollout rates, sample sizes and association with reward), per-task
+        prevalences, its clusters, and its top-activating segments from each checkpoint (segment_id,
+        rollout_key, text and the peak-activation span; for concept and group features, `sentence` is the
+        sentence the example fired on)."""
         with self.access.reading() as s:
             detail = queries.feature_detail(s.con, feature_id, examples_per_checkpoint)
         if detail is None:

@@ -28,14 +28,14 @@ class QueryTools(ToolGroup):
     ) -> str:
         """Run one read-only SQL query (DuckDB dialect: SELECT, WITH … SELECT, FROM …, DESCRIBE, SHOW TABLES,
         SUMMARIZE) on a read-only connection without file access. Tables: checkpoints, rollouts, messages,
-        segments, sentences, features, segment_features, feature_examples, feature_deltas, feature_task_deltas,
-        clusters, cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Rows of held-out rollouts
-        (in rollouts, messages, segments, sentences, segment_features, feature_examples, hypothesis_labels,
-        user_labels; and the whole llm_cache, whose responses may quote them) are hidden unless include_heldout
-        is true; a query that reads them then logs a held-out
-        view, as read_rollout does, and hypotheses written afterwards are exploratory. Returns columns, types
-        and whole rows (truncated: more rows than max_rows, more than 200 kB of JSON, or past timeout_s while
-        serialising; truncated_by says which). Queries get 1 GB of memory and no disk."""
+        segments, sentences, features, segment_features, feature_examples, feature_kind_labels, feature_deltas,
+        feature_task_deltas, clusters, cluster_members, hypotheses, hypothesis_labels, user_labels, runs. Rows
+        of held-out rollouts (in rollouts, messages, segments, sentences, segment_features, feature_examples,
+        hypothesis_labels, user_labels; and the whole llm_cache, whose responses may quote them) are hidden
+        unless include_heldout is true; a query that reads them then logs a held-out view, as read_rollout does,
+        and hypotheses written afterwards are exploratory. Returns columns, types and whole rows (truncated:
+        more rows than max_rows, more than 200 kB of JSON, or past timeout_s while serialising; truncated_by
+        says which). Queries get 1 GB of memory and no disk."""
         with self.access.querying() as con:
             result = run_query(con, sql, max_rows, timeout_s, CANCEL.get(None), include_heldout=include_heldout)
             shown_heldout = bool(result.heldout_tables) and queries.has_heldout(con)

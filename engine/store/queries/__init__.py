@@ -20,8 +20,8 @@ from engine.store.queries.features import (
     TaskDelta,
     example_sentence,
     feature_detail,
-    feature_labels,
     ngram_list,
+    row_labels,
     segment_activations,
     sentence_features,
 )
@@ -107,7 +107,7 @@ __all__ = [
     "example_sentence",
     "exploratory_ranking",
     "feature_detail",
-    "feature_labels",
+    "row_labels",
     "has_heldout",
     "hypotheses",
     "hypothesis",

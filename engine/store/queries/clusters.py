@@ -48,10 +48,11 @@ def cluster_members(con: Connection, cluster_id: int) -> list[ClusterMember]:
         ClusterMember(**r)
         for r in fetch_dicts(
             con,
-            "SELECT m.feature_id, f.label, f.source, m.membership, d.prevalence_before, d.prevalence_after, "
-            "d.delta, d.q_value FROM cluster_members m JOIN clusters c USING (cluster_id) "
+            "SELECT m.feature_id, coalesce(kl.label, f.label) AS label, f.source, m.membership, d.prevalence_before, "
+            "d.prevalence_after, d.delta, d.q_value FROM cluster_members m JOIN clusters c USING (cluster_id) "
             "JOIN features f ON f.feature_id = m.feature_id "
             "LEFT JOIN feature_deltas d ON d.feature_id = m.feature_id AND d.kind = c.kind "
+            "LEFT JOIN feature_kind_labels kl ON kl.feature_id = m.feature_id AND kl.kind = c.kind "
             "WHERE m.cluster_id = ? ORDER BY abs(d.delta) DESC NULLS LAST, m.feature_id",
             [cluster_id],
         )

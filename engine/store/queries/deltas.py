@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.kinds import DeltaKind, DeltaSort, Direction, Source
-from engine.store.queries.base import Connection, fetch_dicts, fetchone, first_row, json_value
+from engine.store.queries.base import (
+    DELTA_FEATURES,
+    ROW_LABEL,
+    Connection,
+    fetch_dicts,
+    fetchone,
+    first_row,
+    json_value,
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +67,7 @@ class DeltaPage:
 
 
 DELTA_COLUMNS = (
-    "d.feature_id, f.name, f.label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
+    f"d.feature_id, f.name, {ROW_LABEL} AS label, f.source, d.kind, d.prevalence_before, d.prevalence_after, d.delta, "
     "d.ci_low, d.ci_high, d.p_value, d.q_value, d.tested, d.family, d.pooled_before, d.pooled_after"
 )
 
@@ -69,7 +77,7 @@ _DELTA_ORDER: dict[DeltaSort, str] = {
     "increase": "d.delta DESC NULLS LAST",
     "decrease": "d.delta ASC NULLS LAST",
     "q": "d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST",
-    "label": "f.label ASC",
+    "label": f"{ROW_LABEL} ASC",
 }
 
 
@@ -96,7 +104,7 @@ def _delta_where(flt: DeltaFilter) -> tuple[str, list[Any]]:
     if flt.tested_only:
         clauses.append("d.tested")
     if flt.search:
-        clauses.append("(f.label ILIKE ? OR f.name ILIKE ?)")
+        clauses.append(f"({ROW_LABEL} ILIKE ? OR f.name ILIKE ?)")
         pattern = f"%{flt.search}%"
         params += [pattern, pattern]
     return " AND ".join(clauses), params
@@ -107,7 +115,7 @@ def delta_page(con: Connection, flt: DeltaFilter, offset: int = 0, limit: int = 
     if flt.sort not in _DELTA_ORDER:
         raise ValueError(f"unknown sort {flt.sort!r}; one of {', '.join(_DELTA_ORDER)}")
     where, params = _delta_where(flt)
-    base = f"FROM feature_deltas d JOIN features f USING (feature_id) WHERE {where}"
+    base = f"FROM {DELTA_FEATURES} WHERE {where}"
     total = int(fetchone(con, f"SELECT count(*) {base}", params)[0])
     rows = fetch_dicts(
         con,

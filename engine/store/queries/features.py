@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.kinds import SENTENCE_SOURCES
-from engine.store.queries.base import SEGMENT_REF_COLUMNS, Connection, SegmentRef, fetch_dicts, json_value, segment_ref
+from engine.store.queries.base import (
+    DELTA_FEATURES,
+    ROW_LABEL,
+    SEGMENT_REF_COLUMNS,
+    Connection,
+    Executor,
+    SegmentRef,
+    fetch_dicts,
+    json_value,
+    segment_ref,
+)
 from engine.store.queries.deltas import DELTA_COLUMNS, DeltaRow, delta_row
 
 
@@ -99,7 +109,7 @@ def feature_detail(con: Connection, feature_id: int, examples_per_checkpoint: in
             con,
             f"SELECT {DELTA_COLUMNS}, d.rollout_rate_before, d.rollout_rate_after, d.n_before, d.n_after, "
             "d.reward_assoc_before, d.reward_assoc_after, d.skip_reason "
-            "FROM feature_deltas d JOIN features f USING (feature_id) WHERE d.feature_id = ? "
+            f"FROM {DELTA_FEATURES} WHERE d.feature_id = ? "
             "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST",
             [feature_id],
         )
@@ -205,8 +215,8 @@ def sentence_features(con: Connection, limit: int = 10) -> list[SentenceFeature]
     """Concept and group features with the strongest tested changes (lowest q, then largest change)."""
     rows = fetch_dicts(
         con,
-        "SELECT f.feature_id, f.source, f.label, f.snippets, d.kind, d.delta, d.q_value FROM feature_deltas d "
-        "JOIN features f USING (feature_id) WHERE f.source IN ('concept', 'group') AND d.tested "
+        f"SELECT f.feature_id, f.source, {ROW_LABEL} AS label, f.snippets, d.kind, d.delta, d.q_value "
+        f"FROM {DELTA_FEATURES} WHERE f.source IN ('concept', 'group') AND d.tested "
         "ORDER BY d.q_value ASC NULLS LAST, abs(d.delta) DESC NULLS LAST LIMIT ?",
         [limit],
     )
@@ -224,13 +234,16 @@ def sentence_features(con: Connection, limit: int = 10) -> list[SentenceFeature]
     ]
 
 
-def feature_labels(con: Connection, feature_ids: list[int]) -> dict[int, str]:
-    """The label of each of `feature_ids` that exists."""
+def row_labels(con: Executor, rows: list[tuple[int, str]]) -> dict[tuple[int, str], str]:
+    """What each (feature, kind) row of `rows` is called (`ROW_LABEL`), for the features that exist."""
     return {
-        int(r["feature_id"]): r["label"]
+        (int(r["feature_id"]), r["kind"]): r["label"]
         for r in fetch_dicts(
             con,
-            "SELECT feature_id, label FROM features WHERE feature_id IN (SELECT unnest(?::BIGINT[]))",
-            [feature_ids],
+            f"SELECT d.feature_id, d.kind, {ROW_LABEL} AS label "
+            "FROM (SELECT unnest(?::BIGINT[]) AS feature_id, unnest(?::VARCHAR[]) AS kind) d "
+            "JOIN features f USING (feature_id) "
+            "LEFT JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind",
+            [[f for f, _ in rows], [k for _, k in rows]],
         )
     }

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.store.queries.base import Connection, Executor, fetch_dicts, fetch_rows, fetchone, json_value
-from engine.store.queries.features import feature_labels
+from engine.store.queries.features import row_labels
 from engine.store.queries.study import compared_checkpoints, meta_value
 
 
@@ -189,8 +189,8 @@ def exploratory_ranking(con: Connection, summary: StudySummary) -> list[dict[str
     `label`); [] when the study is not small or the ranking was not made. It includes held-out rollouts: a
     surface that shows it logs the view (`engine.hypotheses.exposure.show_exploratory`)."""
     rows = summary.small_study_ranking
-    labels = feature_labels(con, [int(r["feature_id"]) for r in rows])
-    return [{**r, "label": labels.get(int(r["feature_id"])) or str(r.get("name"))} for r in rows]
+    labels = row_labels(con, [(int(r["feature_id"]), str(r["kind"])) for r in rows])
+    return [{**r, "label": labels.get((int(r["feature_id"]), str(r["kind"]))) or str(r.get("name"))} for r in rows]
 
 
 def study_summary(con: Connection) -> StudySummary:
