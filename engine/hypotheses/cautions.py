@@ -1,18 +1,20 @@
 """The cautions a validated finding carries, read from its provenance: it may be longer (shorter) turns
-(`engine.hypotheses.equal_length`), or fewer (more) turns a rollout (`engine.hypotheses.turn_count`). Free of
-numpy and polars: the TUI imports it."""
+(`engine.hypotheses.equal_length`), fewer (more) turns a rollout (`engine.hypotheses.turn_count`), or one task's
+change (`engine.hypotheses.task_spread`). Free of numpy and polars: the TUI imports it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from engine.hypotheses.equal_length import EqualLength
+from engine.hypotheses.task_spread import TaskSpread
 from engine.hypotheses.turn_count import TurnCount
 
 # provenance key -> (what it holds, the flag `rldiff hypothesis list` shows)
-_KINDS: dict[str, tuple[type[EqualLength] | type[TurnCount], str]] = {
+_KINDS: dict[str, tuple[type[EqualLength] | type[TurnCount] | type[TaskSpread], str]] = {
     "equal_length": (EqualLength, "turn length"),
     "turn_count": (TurnCount, "turn count"),
+    "task_spread": (TaskSpread, "one task's"),
 }
 
 

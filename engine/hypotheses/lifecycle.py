@@ -144,7 +144,7 @@ def revalidate(
         testing.record_heldout_test(store, r["statement"], r["spec"], v.p_value, now)
         testing.set_result(store, v.hypothesis_id, _result_values(v), now)
         provenance = json.loads(r["provenance"] or "{}")
-        tests = {"equal_length": v.equal_length, "turn_count": v.turn_count}
+        tests = {"equal_length": v.equal_length, "turn_count": v.turn_count, "task_spread": v.task_spread}
         if any(t is not None or key in provenance for key, t in tests.items()):
             provenance.update({key: None if t is None else t.as_json() for key, t in tests.items()})
             testing.set_provenance(store, v.hypothesis_id, json.dumps(provenance))

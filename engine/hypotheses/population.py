@@ -70,6 +70,10 @@ class Population:
         reward = r["reward"].cast(pl.Float64).fill_null(np.nan).to_numpy()
         return r["rollout_key"].to_numpy(), (r["checkpoint"] == self.after).to_numpy(), task, reward
 
+    def task_ids(self) -> np.ndarray:
+        """The task id of each task code `rollout_arrays` gives (code i is the i-th)."""
+        return np.unique(self.rollouts["task_id"].to_numpy())
+
 
 def split_size(store: Store, before: str, after: str, split: Split) -> int:
     """How many rollouts of the two checkpoints `split` (held-out or discovery) holds."""

@@ -8,6 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from engine.hypotheses.equal_length import EqualLength
+from engine.hypotheses.task_spread import TaskSpread
 from engine.hypotheses.turn_count import TurnCount
 from engine.kinds import DISCOVERY, HELDOUT, Split
 from engine.safe_text import line
@@ -48,6 +49,8 @@ def provenance_parts(h: HypothesisRow) -> list[str]:
         parts.append(EqualLength(**p["equal_length"]).phrase())
     if p.get("turn_count"):  # the held-out change in turns like it a rollout (engine.hypotheses.validate)
         parts.append(TurnCount(**p["turn_count"]).phrase())
+    if p.get("task_spread"):  # which tasks the held-out change comes from (engine.hypotheses.validate)
+        parts.append(TaskSpread(**p["task_spread"]).phrase())
     if p.get("cluster_id") is not None:
         parts.append(f"cluster {p['cluster_id']}")
     named = p.get("feature_names") or p.get("feature_ids")

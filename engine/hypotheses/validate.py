@@ -16,6 +16,7 @@ import polars as pl
 from engine.hypotheses.equal_length import EqualLength
 from engine.hypotheses.length import equal_length_strata, words_per_turn
 from engine.hypotheses.population import Population
+from engine.hypotheses.task_spread import TaskSpread
 from engine.hypotheses.turn_count import TurnCount
 from engine.kinds import DISCOVERY, HELDOUT, Status
 from engine.stats.design import CheckpointDesign
@@ -67,6 +68,7 @@ class Validation:
     floor: float | None = None  # smallest p-value the held-out design allows
     equal_length: EqualLength | None = None  # the test within turn-length strata, where it applies
     turn_count: TurnCount | None = None  # the test of turns like it a rollout
+    task_spread: TaskSpread | None = None  # which tasks the change comes from
 
 
 def _num(x: float) -> float | None:
@@ -137,6 +139,7 @@ def validate(
     # caution at the FDR level, and the turns' columns need their means only
     turn_test = partial(run_test, rng=rng.spawn(1)[0], max_permutations=None)
     per_rollout = _turn_count(counts, totals, is_after, task, turn_test)
+    spreads = _task_spread(test, population.task_ids(), [1.0 if c.direction == "increase" else -1.0 for c in claims])
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
@@ -164,6 +167,10 @@ def validate(
         status, reason = decided[j]
         at_length, reason = _with_caution(equal[j], status == "validated", sign, fdr, reason)
         turns, reason = _with_caution(per_rollout[j], status == "validated", sign, fdr, reason)
+        spread = spreads[j]
+        if spread is not None and status == "validated" and spread.rests_on_one_task(sign):
+            spread = replace(spread, caution=True)
+            reason = f"caution, {spread.caution_text(sign)}; {reason}"
         out.append(
             Validation(
                 claim.hypothesis_id,
@@ -183,7 +190,39 @@ def validate(
                 _num(test.floor[j]),
                 at_length,
                 turns,
+                spread,
             )
+        )
+    return out
+
+
+def _task_spread(test: PrevalenceTest, task_ids: np.ndarray, signs: list[float]) -> list[TaskSpread | None]:
+    """Each claim's `TaskSpread` from the main test's per-task levels: a task's part of the delta is its
+    weighted change, weight (after - before), over the total weight; the top task is the one whose part is
+    largest in the claim's direction, and the rest delta is the other tasks' weighted mean change."""
+    if test.levels is None or test.tasks is None:
+        return [None] * len(signs)
+    parts, weights = test.levels.contributions(), test.levels.weight
+    out: list[TaskSpread | None] = []
+    for j, sign in enumerate(signs):
+        has = weights[:, j] > 0
+        part, weight, tasks = parts[has, j], weights[has, j], task_ids[test.tasks[has]]
+        if part.size == 0 or not np.isfinite(test.delta[j]):
+            out.append(None)
+            continue
+        top = int(np.argmax(sign * part))
+        rest = weight.sum() - weight[top]
+        rest_delta = float((part.sum() - part[top]) / rest) if rest > 0 else None
+        moved = sign * part
+        out.append(
+            TaskSpread(
+                part.size,
+                int((moved > 0).sum()),
+                int((moved < 0).sum()),
+                str(tasks[top]),
+                float(test.delta[j]),
+                rest_delta,
+            )  # fmt: skip
         )
     return out
 

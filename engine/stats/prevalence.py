@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 class PrevalenceTest:
     """Per feature: task-weighted mean rollout rate per checkpoint, delta (after - before), its CI, p-value,
     the smallest p-value the design allows (`floor`), the pooled shares sum(c)/sum(t), and what the test
-    speaks for ('these tasks' for the within-task test, 'new tasks' for the sign-flip over tasks)."""
+    speaks for ('these tasks' for the within-task test, 'new tasks' for the sign-flip over tasks); and the
+    per-task levels the delta is the weighted mean of, with the task of each."""
 
     prevalence_before: np.ndarray  # (n_features,)
     prevalence_after: np.ndarray
@@ -34,6 +35,8 @@ class PrevalenceTest:
     pooled_before: np.ndarray
     pooled_after: np.ndarray
     scope: str
+    levels: TaskLevels | None = None  # per task (rows) and feature: the levels and weights the delta averages
+    tasks: np.ndarray | None = None  # (n_tasks,) the task of each of `levels`' rows, as the caller coded it
 
 
 def pooled_shares(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,8 +62,9 @@ class RateEffect:
 
 def _design(
     counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray
-) -> tuple[CheckpointDesign, np.ndarray, np.ndarray]:
-    """The design of the rollouts with segments in tasks both checkpoints share, and their counts and totals."""
+) -> tuple[CheckpointDesign, np.ndarray, np.ndarray, np.ndarray]:
+    """The design of the rollouts with segments in tasks both checkpoints share, their counts and totals, and
+    the caller's task of each of the design's task codes."""
     counts = np.asarray(counts, dtype=np.float64)
     totals = np.asarray(totals, dtype=np.float64)
     if counts.ndim != 2 or counts.shape[0] != np.shape(is_after)[0]:
@@ -70,7 +74,10 @@ def _design(
     design = CheckpointDesign.from_labels(is_after[has], np.asarray(task)[has])
     if design.n_rollouts < has.sum():
         log.info("%d rollouts of tasks seen by one checkpoint only left out", int(has.sum()) - design.n_rollouts)
-    return design, counts[has][design.keep], totals[has][design.keep]
+    kept = np.asarray(task)[has][design.keep]
+    tasks = np.empty(design.n_tasks, dtype=kept.dtype)
+    tasks[design.task] = kept
+    return design, counts[has][design.keep], totals[has][design.keep], tasks
 
 
 def _rate_effect(design: CheckpointDesign, counts: np.ndarray, totals: np.ndarray) -> RateEffect:
@@ -85,7 +92,7 @@ def _rate_effect(design: CheckpointDesign, counts: np.ndarray, totals: np.ndarra
 def rate_effect(counts: np.ndarray, totals: np.ndarray, is_after: np.ndarray, task: np.ndarray) -> RateEffect | None:
     """The levels and effect `test_prevalence` reports, for the same arguments, without testing; None when no
     task is shared."""
-    design, counts, totals = _design(counts, totals, is_after, task)
+    design, counts, totals, _ = _design(counts, totals, is_after, task)
     return _rate_effect(design, counts, totals) if design.n_tasks else None
 
 
@@ -113,7 +120,7 @@ def test_prevalence(
     from MIN_TASKS tasks, heteroscedasticity-robust within task below. With 2-d totals the levels, delta and CI
     are over each feature's rollouts with segments for it (`feature_strata`). All NaN when no task is shared.
     """
-    design, counts, totals = _design(counts, totals, is_after, task)
+    design, counts, totals, tasks = _design(counts, totals, is_after, task)
     pooled_b, pooled_a = pooled_shares(counts, totals, design.is_after)
     nan = np.full(counts.shape[1], np.nan)
     if design.n_tasks == 0:
@@ -131,7 +138,7 @@ def test_prevalence(
         p = refined_pvalues([fit.block], rng, n_permutations, fdr=fdr, max_permutations=budget)[0].p_value
         floor = np.maximum(attainable_pvalue(np.asarray(fit.block.rates), design), 1 / (budget + 1))
         scope = "these tasks"
-    return PrevalenceTest(before, after, after - before, low, high, p, floor, pooled_b, pooled_a, scope)
+    return PrevalenceTest(before, after, after - before, low, high, p, floor, pooled_b, pooled_a, scope, levels, tasks)
 
 
 # Not a pytest test despite the name: keep collection from picking it up where it is imported.
