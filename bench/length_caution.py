@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from engine.hypotheses.population import Population
-from engine.hypotheses.validate import Claim, validate
+from engine.hypotheses.validate import Claim, Validation, validate
 
 WORDS_PER_SENTENCE = 12
 LEVEL = 0.05
@@ -118,6 +119,26 @@ def run(s: Scenario, studies: int, seed: int, n_tasks: int, per_cell: int, turns
         "face_value": (validated - cautioned) / (studies * s.claims),
         "studies": studies_at_face_value / studies,
     }
+
+
+def replicate_claim(
+    simulate: Callable[[], tuple[Population, pl.DataFrame]],
+    direction: str,
+    studies: int,
+    rng: np.random.Generator,
+    cautioned: Callable[[Validation], bool],
+) -> tuple[int, int]:
+    """(validated, cautioned): over `studies` simulated held-out populations, how often one claim (hypothesis 0)
+    validates through the real `validate` (200 permutations a test), and how often a validated one is
+    `cautioned`."""
+    validated = marked = 0
+    for _ in range(studies):
+        population, labels = simulate()
+        [v] = validate(population, labels, [Claim(0, direction)], rng, n_permutations=200)
+        if v.status == "validated":
+            validated += 1
+            marked += cautioned(v)
+    return validated, marked
 
 
 def replication_parser(doc: str) -> argparse.ArgumentParser:

@@ -28,8 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: `bench.` is the repository's
 
-from bench.length_caution import WORDS_PER_SENTENCE, held_out, replication_parser  # noqa: E402
-from engine.hypotheses.validate import Claim, validate  # noqa: E402
+from bench.length_caution import WORDS_PER_SENTENCE, held_out, replicate_claim, replication_parser  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -70,13 +69,10 @@ def simulate(s: Scenario, rng: np.random.Generator, n_tasks: int, per_cell: int)
 
 def run(s: Scenario, studies: int, seed: int, n_tasks: int, per_cell: int) -> dict[str, float]:
     rng = np.random.default_rng([seed, SCENARIOS.index(s)])
-    validated = cautioned = 0
-    for _ in range(studies):
-        population, labels = simulate(s, rng, n_tasks, per_cell)
-        [v] = validate(population, labels, [Claim(0, s.direction)], rng, n_permutations=200)
-        if v.status == "validated":
-            validated += 1
-            cautioned += any(t is not None and t.caution for t in (v.turn_count, v.equal_length))
+    validated, cautioned = replicate_claim(
+        lambda: simulate(s, rng, n_tasks, per_cell), s.direction, studies, rng,
+        lambda v: any(t is not None and t.caution for t in (v.turn_count, v.equal_length)),
+    )  # fmt: skip
     return {
         "validated": validated / studies,
         "cautioned": cautioned / max(validated, 1),

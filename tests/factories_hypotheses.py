@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from engine.hypotheses.population import Population
+from engine.hypotheses.validate import Claim, Validation, validate
+from engine.hypotheses.verifier import Verifier
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.store import Store
 
@@ -186,3 +189,13 @@ def split_within_task(store: Store, *, heldout_phrase: bool = False) -> None:
             "IN (SELECT rollout_key FROM rollouts WHERE split = 'heldout' AND checkpoint = 'after')",
             [HELDOUT_ONLY_PHRASE],
         )
+
+
+def validate_regex(population: Population, pattern: str, direction: str, n_permutations: int) -> Validation:
+    """The held-out verdict on one claim (hypothesis 0) whose text turns are labelled by `pattern`."""
+    labels = population.verifier_labels(Verifier({"regex": pattern}), ["text"])
+    [result] = validate(
+        population, labels.with_columns(hypothesis_id=pl.lit(0)), [Claim(0, direction)], np.random.default_rng(0),
+        n_permutations=n_permutations,
+    )  # fmt: skip
+    return result

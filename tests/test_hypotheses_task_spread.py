@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from factories_hypotheses import make_study
+from factories_hypotheses import make_study, validate_regex
 
 from engine.hypotheses.cautions import caution_flag, caution_line
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.provenance import provenance_parts
 from engine.hypotheses.task_spread import TaskSpread
-from engine.hypotheses.validate import Claim, Validation, validate
-from engine.hypotheses.verifier import Verifier
+from engine.hypotheses.validate import Validation
 from engine.kinds import HELDOUT
 from engine.store.queries.hypotheses import HypothesisRow
 
@@ -46,12 +45,7 @@ def greeted(population: Population, share: dict[str, float], seed: int = 0) -> P
 
 
 def greeting_result(population: Population) -> Validation:
-    labels = population.verifier_labels(Verifier({"regex": "Hello Mia"}), ["text"])
-    [result] = validate(
-        population, labels.with_columns(hypothesis_id=pl.lit(0)), [Claim(0, "increase")], np.random.default_rng(0),
-        n_permutations=2000,
-    )  # fmt: skip
-    return result
+    return validate_regex(population, "Hello Mia", "increase", n_permutations=2000)
 
 
 def test_a_change_one_task_carries_is_validated_with_a_caution_naming_it(heldout: Population) -> None:

@@ -10,13 +10,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from factories_hypotheses import FILLER, make_study
+from factories_hypotheses import FILLER, make_study, validate_regex
 
 from engine.hypotheses.cautions import caution_flag, caution_line
 from engine.hypotheses.population import Population, load_population
 from engine.hypotheses.turn_count import TurnCount
-from engine.hypotheses.validate import Claim, validate
-from engine.hypotheses.verifier import Verifier
+from engine.hypotheses.validate import Validation
 from engine.kinds import HELDOUT
 
 GREETING = "Hi! How can I help you today?"
@@ -54,13 +53,8 @@ def conversations(population: Population, *, greet_after: float, extra_after: fl
     return replace(population, segments=segments)
 
 
-def greeting_result(population: Population):
-    labels = population.verifier_labels(Verifier({"regex": "How can I help you today"}), ["text"])
-    [result] = validate(
-        population, labels.with_columns(hypothesis_id=pl.lit(0)), [Claim(0, "decrease")], np.random.default_rng(0),
-        n_permutations=500,
-    )  # fmt: skip
-    return result
+def greeting_result(population: Population) -> Validation:
+    return validate_regex(population, "How can I help you today", "decrease", n_permutations=500)
 
 
 def test_a_once_a_conversation_sentence_in_longer_conversations_is_cautioned(heldout: Population) -> None:
