@@ -210,20 +210,12 @@ def _task_spread(test: PrevalenceTest, task_ids: np.ndarray, signs: list[float])
         if part.size == 0 or not np.isfinite(test.delta[j]):
             out.append(None)
             continue
-        top = int(np.argmax(sign * part))
+        moved = sign * part
+        top = int(np.argmax(moved))
         rest = weight.sum() - weight[top]
         rest_delta = float((part.sum() - part[top]) / rest) if rest > 0 else None
-        moved = sign * part
-        out.append(
-            TaskSpread(
-                part.size,
-                int((moved > 0).sum()),
-                int((moved < 0).sum()),
-                str(tasks[top]),
-                float(test.delta[j]),
-                rest_delta,
-            )  # fmt: skip
-        )
+        toward, against = int((moved > 0).sum()), int((moved < 0).sum())
+        out.append(TaskSpread(part.size, toward, against, str(tasks[top]), float(test.delta[j]), rest_delta))
     return out
 
 
