@@ -273,6 +273,17 @@ def test_search_finds_each_category(cur: duckdb.DuckDBPyConnection) -> None:
     assert any(h.category == "hypothesis" and h.id == hid for h in queries.search(cur, str(hid)))
 
 
+def test_search_finds_a_feature_by_the_label_of_one_of_its_kinds(cur: duckdb.DuckDBPyConnection) -> None:
+    """A row's name in the deltas table is its kind's label: searching for it finds the feature, shown by it."""
+    feature_id, of_kind, own = cur.execute(
+        "SELECT kl.feature_id, kl.label, f.label FROM feature_kind_labels kl JOIN features f USING (feature_id) "
+        "WHERE kl.label <> f.label ORDER BY kl.feature_id, kl.kind LIMIT 1"
+    ).fetchone()
+    word = next(w for w in of_kind.split("“")[1:] if w.split("”")[0].lower() not in own.lower()).split("”")[0]
+    hits = [h for h in queries.search(cur, word, limit=1000) if h.category == "feature" and h.id == feature_id]
+    assert len(hits) == 1 and word.lower() in hits[0].title.lower() and hits[0].title != own
+
+
 def test_decisions_notes_and_user_labels_are_written(wcur: duckdb.DuckDBPyConnection) -> None:
     writes.set_decision(wcur, 0, "rejected")
     assert wcur.execute(

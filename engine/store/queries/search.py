@@ -17,8 +17,10 @@ class SearchHit:
 
 
 _SEARCHES: tuple[tuple[str, str], ...] = (  # (category, SQL selecting id, title, detail); $p pattern, $t text
-    ("feature", "SELECT feature_id, label, name || ' · ' || source FROM features WHERE label ILIKE $p OR name ILIKE $p "
-     "ORDER BY length(label), feature_id"),
+    ("feature", "SELECT f.feature_id, coalesce(CASE WHEN f.label ILIKE $p OR f.name ILIKE $p THEN f.label END, "
+     "k.label) AS title, f.name || ' · ' || f.source FROM features f LEFT JOIN (SELECT feature_id, min(label) AS label "
+     "FROM feature_kind_labels WHERE label ILIKE $p GROUP BY feature_id) k USING (feature_id) "
+     "WHERE f.label ILIKE $p OR f.name ILIKE $p OR k.label IS NOT NULL ORDER BY length(title), f.feature_id"),
     ("cluster", "SELECT cluster_id, label, format('cluster {} · {} · {} features', cluster_id, kind, size) "
      "FROM clusters WHERE label ILIKE $p OR cluster_id::VARCHAR = $t ORDER BY cluster_id"),
     ("hypothesis", "SELECT hypothesis_id, statement, format('hypothesis {} · {}', hypothesis_id, status) "
@@ -29,7 +31,8 @@ _SEARCHES: tuple[tuple[str, str], ...] = (  # (category, SQL selecting id, title
 
 
 def search(con: Connection, text: str, limit: int = 8) -> list[SearchHit]:
-    """Features, clusters, hypotheses and rollouts whose name contains `text` (case-insensitive)."""
+    """Features, clusters, hypotheses and rollouts whose name contains `text` (case-insensitive); a feature also
+    by the label of one of its kinds, which it is then shown by."""
     params = {"p": f"%{text}%", "t": text, "n": limit}
     return [
         SearchHit(category, int(i), title, detail)  # type: ignore[arg-type]
