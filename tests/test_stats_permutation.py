@@ -136,3 +136,40 @@ def test_refinement_stops_at_the_family_cap():
     block = PermutationBlock(as_float32(data.counts), as_float32(data.totals), design)
     [refined] = refined_pvalues([block], np.random.default_rng(2), 99, fdr=0.05, max_permutations=99_000)
     assert refined.n_permutations[:2].max() == 990  # cap 10 * 4 / 0.05 = 800: one round past it, then stop
+
+
+def _borderline_feature(low: float, high: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """One task of 8 + 8 rollouts and one feature whose exact permutation p lies in [low, high]."""
+    task = np.zeros(16, dtype=int)
+    is_after = np.repeat([False, True], 8)
+    for seed in range(500):
+        rng = np.random.default_rng(seed)
+        totals = rng.integers(3, 9, 16)
+        counts = rng.binomial(totals, np.where(is_after, 0.45, 0.25))
+        exact = _exact_pvalue(counts, totals, is_after, task)  # 12,870 relabellings
+        if low <= exact <= high:
+            return counts[:, None], totals, is_after, task, exact
+    raise AssertionError("no borderline feature drawn")
+
+
+def test_a_decision_near_the_bh_boundary_is_settled_whatever_the_draws():
+    """A feature with exact p = 0.04-0.046 alone in its family (boundary 0.05): at 10 exceedances (the floor
+    rule's stop, about 2,000 permutations) its estimate is known to about 10%, and whether it is significant
+    would turn on the draws; settling draws on until the interval clears the boundary, so every stream
+    decides as the exact p does."""
+    counts, totals, is_after, task, exact = _borderline_feature(0.04, 0.046)
+    block = PermutationBlock(counts, totals, CheckpointDesign.from_labels(is_after, task))
+    for seed in range(12):
+        [result] = refined_pvalues([block], np.random.default_rng(seed), 199, fdr=0.05, max_permutations=199_000)
+        assert result.n_permutations[0] > 1990, seed  # past where the floor rule stops
+        assert result.p_value[0] < 0.05 and result.p_value[0] == pytest.approx(exact, rel=0.05), seed
+
+
+def test_unsettled_reaches_the_band_between_the_families_thresholds():
+    """With R of m rejected, a feature is unsettled when its interval meets [fdr R / m, fdr (R + 1) / m]."""
+    p = np.array([1e-4, 0.012, 0.0305, 0.5, 0.045])  # one family of 5: BH rejects 2 (0.012 <= 0.05 * 2 / 5)
+    n = np.full(5, 100_000)
+    settled = permutation.unsettled(p, np.round(p * n).astype(np.int64), n, np.zeros(5, dtype=int), 0.05)
+    assert settled.tolist() == [False, False, True, False, False]  # 0.0305 +- 0.0014 meets the band [0.02, 0.03]
+    few = permutation.unsettled(p, np.round(p * 1000).astype(np.int64), np.full(5, 1000), np.zeros(5, int), 0.05)
+    assert few.tolist() == [False, True, True, False, True]  # at 1,000 draws 0.012 and 0.045 could be in it too

@@ -14,8 +14,10 @@ from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
+from scipy import stats
 
 from engine.stats.design import CheckpointDesign, as_float32
+from engine.stats.fdr import bh_qvalues
 from engine.stats.rates import Contrast, Matrix, rollout_rates
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,9 @@ CHUNK_ELEMENTS = 4_000_000
 PERMUTATION_CHUNK = 1000
 # A p-value resting on fewer exceedances than this is at the Monte Carlo floor and may be refined.
 MIN_EXCEEDANCES = 10
+# A feature's Benjamini-Hochberg decision is settled when this Clopper-Pearson interval of its exceedance rate
+# stays on one side of its family's boundary (`unsettled`).
+SETTLE_CONFIDENCE = 0.99
 # Relative tolerance under which a permuted statistic counts as a tie with the observed one: the products
 # run in float32 (relative rounding near 1e-7 over a few hundred terms), so equal sums taken in another order
 # must still tie.
@@ -140,6 +145,13 @@ def refined_pvalues(
     finding in a 20-test family instead of 5%.) A feature also stops once its resolution is ten times finer
     than the smallest threshold BH can use in its family (fdr / m_family; `families` labels each block's
     columns, one family when None): a cap fixed before any draw, so it keeps the p-values valid.
+
+    Then the decisions are settled: a feature whose BH decision in its family the Monte Carlo error could still
+    flip (`unsettled`: its interval reaches the family's boundary) draws again up to ten times the permutations
+    it has, at most `max_permutations`, on either side of the boundary alike, until none is unsettled. At 10
+    exceedances a p-value is known to about 30%, so whether a feature near the boundary was validated turned on
+    the draws; refining both sides moves the decisions toward those of the exact permutation p-values, which BH
+    controls (refining only the side not yet rejected was the two-chances rule above).
     """
     results = [permutation_pvalues(block, rng, n_permutations) for block in blocks]
     if not results:
@@ -168,7 +180,38 @@ def refined_pvalues(
         n_permutations = n_next
         p = np.where(np.isnan(p), np.nan, (exceed + 1) / (n_used + 1))
         n_next *= 10
+    while (todo := unsettled(p, exceed, n_used, code, fdr) & (n_used < max_permutations)).any():
+        log.info("settling %d p-values near their families' BH boundary", int(todo.sum()))
+        for i, block in enumerate(blocks):
+            columns = np.flatnonzero(todo[offsets[i] : offsets[i + 1]])
+            for n in np.unique(n_used[offsets[i] + columns]):  # each draws up to ten times what it has
+                chosen = columns[n_used[offsets[i] + columns] == n]
+                target = min(max_permutations, 10 * int(n))
+                extra = permutation_pvalues(block.select(chosen), rng, target - int(n))
+                exceed[offsets[i] + chosen] += extra.exceedances
+                n_used[offsets[i] + chosen] = target
+        p = np.where(np.isnan(p), np.nan, (exceed + 1) / (n_used + 1))
     return [
         PermutationResult(r.observed, *(a[offsets[i] : offsets[i + 1]] for a in (p, exceed, n_used)))
         for i, r in enumerate(results)
     ]
+
+
+def unsettled(p: np.ndarray, exceed: np.ndarray, n_used: np.ndarray, family: np.ndarray, fdr: float) -> np.ndarray:
+    """Features whose Benjamini-Hochberg decision in their family the Monte Carlo error could flip: with R of
+    the family's m finite p-values rejected, the boundary lies between fdr R / m (the last rejected p is at
+    most this) and fdr (R + 1) / m (the next would need this), and a feature is unsettled when the
+    SETTLE_CONFIDENCE Clopper-Pearson interval of its exceedance rate reaches that band."""
+    alpha = 1 - SETTLE_CONFIDENCE
+    finite = np.isfinite(p)
+    e, n = exceed.astype(np.float64), n_used.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(e > 0, stats.beta.ppf(alpha / 2, e, n - e + 1), 0.0)
+        high = np.where(e < n, stats.beta.ppf(1 - alpha / 2, e + 1, n - e), 1.0)
+    out = np.zeros(p.size, dtype=bool)
+    for name in np.unique(family[finite]):
+        rows = finite & (family == name)
+        m = int(rows.sum())
+        rejected = int((bh_qvalues(p[rows]) < fdr).sum())
+        out[rows] = (low[rows] <= fdr * (rejected + 1) / m) & (high[rows] >= fdr * rejected / m)
+    return out
