@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +114,24 @@ def test_which_n_grams_become_sources_does_not_depend_on_the_random_draws(
             for k in range(5)
         ]
     assert len(lists[0]) >= 3 and all(found == lists[0] for found in lists)
+
+
+def test_the_budget_reaches_the_resolution_bh_needs_in_the_family(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With m n-grams tested, BH's smallest threshold is fdr / m: the refinement may draw up to ten exceedances'
+    worth of it (10 m / fdr permutations), beyond 100 x --permutations where m is in the thousands, so that a
+    decision near the boundary can be settled rather than left to a handful of exceedances."""
+    seen: dict[str, int] = {}
+
+    def spy(blocks, rng, n_permutations, *, fdr, max_permutations):  # noqa: ANN001, ANN202
+        seen.update(m=sum(b.n_features for b in blocks), budget=max_permutations)
+        return refined(blocks, rng, n_permutations, fdr=fdr, max_permutations=max_permutations)
+
+    refined = lexical.refined_pvalues
+    monkeypatch.setattr(lexical, "refined_pvalues", spy)
+    store, _ = make_study(tmp_path / "s.duckdb", [Planted("apology", "text", "I am so sorry.", 0.1, 0.6)])
+    with store:
+        discovery = DiscoverySplit(load_population(store, "before", "after", DISCOVERY))
+        lexical_sources(discovery, np.random.default_rng(0), fdr=0.05, n_permutations=20)
+    assert seen["m"] > 100 and seen["budget"] == max(20 * 100, math.ceil(10 * seen["m"] / 0.05))

@@ -12,6 +12,7 @@ feature sources.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import polars as pl
@@ -25,7 +26,7 @@ from engine.stats.attainable import attainable_pvalue
 from engine.stats.design import CheckpointDesign
 from engine.stats.fdr import bh_qvalues
 from engine.stats.intervals import CONFIDENCE, effect_interval
-from engine.stats.permutation import PermutationBlock, dense_columns, refined_pvalues
+from engine.stats.permutation import MIN_EXCEEDANCES, PermutationBlock, dense_columns, refined_pvalues
 from engine.stats.rates import Contrast, effects, rollout_rates
 from engine.stats.strata import stratified_levels, stratified_rates
 
@@ -96,7 +97,11 @@ def lexical_sources(
         meta.append((kind, np.array(list(vocab))[testable], scale))
     if not blocks:
         return []
-    results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=n_permutations * 100)
+    # the budget reaches the resolution BH needs in a family of thousands (10 exceedances at fdr / m), so that
+    # a decision near its boundary can be settled, not left to the draws at the floor
+    m = sum(block.n_features for block in blocks)
+    budget = max(n_permutations * 100, math.ceil(MIN_EXCEEDANCES * m / fdr))
+    results = refined_pvalues(blocks, rng, n_permutations, fdr=fdr, max_permutations=budget)
     q = bh_qvalues(np.concatenate([r.p_value for r in results]))
     offsets = np.cumsum([0] + [b.n_features for b in blocks])
     log.info("lexical sources: %d n-grams tested, %d significant", q.size, int((q < fdr).sum()))
