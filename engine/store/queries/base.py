@@ -14,10 +14,8 @@ Connection = duckdb.DuckDBPyConnection
 # feature_deltas rows `d` with their feature `f` and the label drawn from the feature's examples of the row's kind
 # (`kl`, where it has one); ROW_LABEL is what such a row is called: that label, or the feature's own ('any' rows,
 # structural features, stores analysed before per-kind labels).
-DELTA_FEATURES = (
-    "feature_deltas d JOIN features f USING (feature_id) "
-    "LEFT JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind"
-)
+KIND_LABEL_JOIN = "LEFT JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind"
+DELTA_FEATURES = f"feature_deltas d JOIN features f USING (feature_id) {KIND_LABEL_JOIN}"
 ROW_LABEL = "coalesce(kl.label, f.label)"
 
 

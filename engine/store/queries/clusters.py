@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.store.queries.base import Connection, fetch_dicts
+from engine.store.queries.base import ROW_LABEL, Connection, fetch_dicts
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def cluster_members(con: Connection, cluster_id: int) -> list[ClusterMember]:
         ClusterMember(**r)
         for r in fetch_dicts(
             con,
-            "SELECT m.feature_id, coalesce(kl.label, f.label) AS label, f.source, m.membership, d.prevalence_before, "
+            f"SELECT m.feature_id, {ROW_LABEL} AS label, f.source, m.membership, d.prevalence_before, "
             "d.prevalence_after, d.delta, d.q_value FROM cluster_members m JOIN clusters c USING (cluster_id) "
             "JOIN features f ON f.feature_id = m.feature_id "
             "LEFT JOIN feature_deltas d ON d.feature_id = m.feature_id AND d.kind = c.kind "

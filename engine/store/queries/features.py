@@ -9,6 +9,7 @@ from typing import Any
 from engine.kinds import SENTENCE_SOURCES
 from engine.store.queries.base import (
     DELTA_FEATURES,
+    KIND_LABEL_JOIN,
     ROW_LABEL,
     SEGMENT_REF_COLUMNS,
     Connection,
@@ -242,8 +243,7 @@ def row_labels(con: Executor, rows: list[tuple[int, str]]) -> dict[tuple[int, st
             con,
             f"SELECT d.feature_id, d.kind, {ROW_LABEL} AS label "
             "FROM (SELECT unnest(?::BIGINT[]) AS feature_id, unnest(?::VARCHAR[]) AS kind) d "
-            "JOIN features f USING (feature_id) "
-            "LEFT JOIN feature_kind_labels kl ON kl.feature_id = d.feature_id AND kl.kind = d.kind",
+            f"JOIN features f USING (feature_id) {KIND_LABEL_JOIN}",
             [[f for f, _ in rows], [k for _, k in rows]],
         )
     }
