@@ -76,7 +76,8 @@ def write_sae_features(run: FeatureRun, base: int, sae: SAE, cache: ActivationCa
         pl.Series("tokens", [json.dumps(tokens[k]) for k in _token_keys(examples)], dtype=pl.String)
     )
     store.append(f"{staging}.feature_examples", examples.drop("content_hash"))
-    labels = _labels(run, {**_grouped(run, examples, tokens), **_grouped(run, by_kind, tokens)})
+    texts = _segment_texts(run, pl.concat([examples["segment_id"], by_kind["segment_id"]]).unique().to_list())
+    labels = _labels(run, {**_grouped(examples, texts, tokens), **_grouped(by_kind, texts, tokens)})
     kind_labels = [(fid, kind, label.label) for (fid, kind), label in labels.items() if kind is not None]
     store.append(f"{staging}.feature_kind_labels", pl.DataFrame(kind_labels, schema=KIND_LABEL_SCHEMA, orient="row"))
     rows = []
@@ -170,16 +171,19 @@ def _token_keys(examples: pl.DataFrame) -> list[TokenKey]:
     return list(zip(examples["content_hash"], examples["feature_id"], strict=True))
 
 
+def _segment_texts(run: FeatureRun, segment_ids: list[int]) -> dict[int, tuple[str, str]]:
+    """(kind, text) of each of `segment_ids`, read in one query."""
+    texts = run.store.frame(
+        "SELECT segment_id, kind, text FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))", [segment_ids]
+    )
+    return {sid: (kind, text) for sid, kind, text in texts.iter_rows()}
+
+
 def _grouped(
-    run: FeatureRun, examples: pl.DataFrame, tokens: dict[TokenKey, list[list[float]]]
+    examples: pl.DataFrame, by_id: dict[int, tuple[str, str]], tokens: dict[TokenKey, list[list[float]]]
 ) -> dict[LabelKey, list[Example]]:
     """The examples of each feature (and kind, where `examples` has a kind column), strongest first, one per
-    distinct text."""
-    texts = run.store.frame(
-        "SELECT segment_id, kind, text FROM segments WHERE segment_id IN (SELECT unnest(?::BIGINT[]))",
-        [examples["segment_id"].unique().to_list()],
-    )
-    by_id = {sid: (kind, text) for sid, kind, text in texts.iter_rows()}
+    distinct text; `by_id` holds the segments' (kind, text)."""
     per_kind = "kind" in examples.columns
     pooled: dict[LabelKey, list[tuple[float, str, Example]]] = defaultdict(list)
     for feature_id, segment_id, activation, content_hash in examples.select(

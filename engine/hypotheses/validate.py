@@ -139,7 +139,8 @@ def validate(
     # caution at the FDR level, and the turns' columns need their means only
     turn_test = partial(run_test, rng=rng.spawn(1)[0], max_permutations=None)
     per_rollout = _turn_count(counts, totals, is_after, task, turn_test)
-    spreads = _task_spread(test, population.task_ids(), [1.0 if c.direction == "increase" else -1.0 for c in claims])
+    signs = [1.0 if claim.direction == "increase" else -1.0 for claim in claims]
+    spreads = _task_spread(test, population.task_ids(), signs)
     earlier = np.asarray(previous_p or [], dtype=np.float64)
     q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
     m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
@@ -149,7 +150,6 @@ def validate(
     fires = np.where(totals > 0, counts > 0, 0.0)
     assoc = reward_association(fires, reward, strata)
     where = TESTED_ON.get(population.split, population.split)
-    signs = [1.0 if claim.direction == "increase" else -1.0 for claim in claims]
     decided = [
         _decide(
             n_labeled[j], test.prevalence_before[j], test.prevalence_after[j], test.delta[j], test.ci_low[j],
