@@ -42,7 +42,7 @@ def test_the_index_finds_the_segments_that_have_any_of_the_n_grams() -> None:
 def test_a_small_studys_fold_drafts_n_grams_at_its_looser_level(tmp_path: Path) -> None:
     """A fold of a 4-task study tests thousands of n-grams on a handful of rollouts, so a phrase said only
     after reaches q < 0.5 but not 0.05 (small habits seed 59: "before", the word of a confirmation habit, at
-    q = 0.29): drafted at the fold's drafting level (`crossfit.DRAFT_FDR`) as the fold's features are, and held
+    q = 0.29): drafted at the drafting level (`sources.DRAFT_FDR`) as the fold's features are, and held
     to the configured level by the other fold's test."""
     phrase = Planted("recheck", "text", "I will double check the refund", 0.0, 0.25)
     store, _ = make_study(tmp_path / "s.duckdb", [phrase], n_tasks=4, k=4)

@@ -1,12 +1,13 @@
-"""Cross-fitting for small studies: the drafting level and the second fold's drafting inputs.
+"""Cross-fitting for small studies: the second fold's drafting inputs.
 
 With too few shared tasks to hold out whole tasks, the split is within task (engine.split, mode 'rollout')
 and gives two folds of rollouts: A (split 'discovery') and B ('heldout'). The stage drafts on A and tests on B,
 then drafts on B and tests on A; every test goes into one BH family, and a hypothesis is confirmed only by the
 fold it was not drafted on (docs/statistics.md, "Small studies"). This module builds fold B's sources the way
 the deltas and clusters stages build fold A's: the deltas statistics on fold B's rollouts only, significant
-features taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas). Fold B
-has no clusters, and its sources carry no top n-grams (those were computed on fold A, which tests them).
+features taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas, at the
+drafting level `sources.DRAFT_FDR` as fold A). Fold B has no clusters, and its sources carry no top n-grams
+(those were computed on fold A, which tests them).
 """
 
 from __future__ import annotations
@@ -27,12 +28,6 @@ from engine.progress import NullProgress
 from engine.store import Store
 
 FOLD_TABLES = ("feature_deltas", "clusters", "cluster_members")  # what `load_sources` reads besides features
-# The q below which a fold's features are drafted. A fold is half a small study's rollouts, its features tested
-# among hundreds of their family, so q < fdr on a fold drafts almost nothing (a planted 4-task study: a feedback
-# request in 23 of a fold's 27 planted turns, p = 0.005, q = 0.32; no hypothesis at all). Drafting only chooses
-# what the other fold tests, and that fold's test, in one BH family with every other, decides: a feature is
-# drafted when at most half of the fold's features so listed are expected to be noise.
-DRAFT_FDR = 0.5
 
 
 def fold_rows(data: DiscoveryCounts, keep: np.ndarray) -> DiscoveryCounts:

@@ -47,9 +47,9 @@ def lexical_sources(
     limit: int = MAX_LEXICAL,
 ) -> list[DraftSource]:
     """N-gram sources at q < `draft_fdr` (default `fdr`), the largest credible change first within each kind
-    (`sources.strongest_first`). Which n-grams are tested (Tarone) and where
-    p-values are refined follow `fdr`, the level the other fold's test holds them to; a small study's folds
-    draft at a looser q (`crossfit.DRAFT_FDR`), as its features are."""
+    (`sources.strongest_first`). Which n-grams are tested (Tarone) and where p-values are refined follow `fdr`,
+    the level the held-out test holds them to; the stage drafts them at a looser q (`sources.DRAFT_FDR`), as
+    its features are."""
     below = fdr if draft_fdr is None else draft_fdr
     population = discovery.population
     keys, is_after, task, _ = population.rollout_arrays()

@@ -1,4 +1,5 @@
-"""What hypotheses are drafted from: significant clusters and strong unclustered features (discovery split)."""
+"""What hypotheses are drafted from: clusters and unclustered features whose discovery change passes the drafting
+level (`DRAFT_FDR`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ from engine.store import Store
 from engine.store.queries import ngram_list
 
 MAX_SOURCES = 40
+# The q below which a feature, cluster or n-gram is drafted, in every study. Drafting only chooses which claims
+# the held-out test sees; that test, one BH family with every other, decides, whatever the drafting level, so a
+# source is drafted when at most half of those so listed are expected to be noise. What a lower bar costs is
+# power (more claims in the held-out family, each needing a smaller p), and `MAX_SOURCES` bounds it. A behaviour
+# said in many wordings is spread over many concept latents, each a part of it tested among hundreds of its
+# family: a small study's folds drafted nothing at q < fdr (session 28), and in a 40-task study where grader
+# awareness rose two- to threefold its strongest latent stood at p = 0.0002, q = 0.09, and nothing of it was
+# drafted (shift suite, seed 7716); at q < 0.5 a finding of it validates on held-out tasks (7.3% -> 17.4% of
+# reasoning turns, p = 7.5e-05).
+DRAFT_FDR = 0.5
 # Drafting takes sources from each testing family in turn (clusters of SAE latents as one more queue, before
 # the SAE family whose features they group): q-values from separate BH corrections do not compare, and a few strong
 # structural or concept findings must not wait behind hundreds of SAE latents.
@@ -82,9 +93,9 @@ def _kinds(kind: str) -> tuple[str, ...]:
 
 
 def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[DraftSource]:
-    """Significant clusters and the significant features no cluster covers, strongest first within each
-    testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`; then every significant
-    length band of text or reasoning turns, beside the limit (a fact about length, drafted so that
+    """Clusters and the features no cluster covers at q < `fdr` (the stage's drafting level), strongest first
+    within each testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`; then every
+    such length band of text or reasoning turns, beside the limit (a fact about length, drafted so that
     `length_effects` can tell what it explains, takes no other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}

@@ -19,7 +19,7 @@ import polars as pl
 
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.crossfit import DRAFT_FDR, heldout_fold_deltas, heldout_fold_sources
+from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
 from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.length_effects import without_length_effects
@@ -38,7 +38,7 @@ from engine.hypotheses.lifecycle import (
 from engine.hypotheses.merge import drop_repeats
 from engine.hypotheses.population import Population, load_population, split_size
 from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
-from engine.hypotheses.sources import DraftSource, example_sentences, firing_segments, load_sources
+from engine.hypotheses.sources import DRAFT_FDR, DraftSource, example_sentences, firing_segments, load_sources
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
@@ -96,7 +96,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
             examples=lambda ids: example_sentences(store, list(ids)),
         )
         cross_fitted = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
-        draft_fdr = max(config.fdr, DRAFT_FDR) if cross_fitted else config.fdr
+        draft_fdr = max(config.fdr, DRAFT_FDR)  # drafting chooses what is tested; the held-out test decides
         sources = load_sources(store, draft_fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, draft_fdr, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
