@@ -221,6 +221,7 @@ def test_the_method_section_says_how_this_study_was_tested(split_mode: str, inte
     text = " ".join(method_lines(content))
     assert f"95% CIs {interval}." in text and says in text
     assert "within each testing family" in text and "no sentence features" in text and "bootstrap" not in text
+    assert ("change on the drafting split reached q < 0.5" in text) == (split_mode != "none")  # sources.DRAFT_FDR
 
 
 def test_a_finding_tested_on_the_discovery_fold_says_so(study, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.hypotheses.calibration_record import stored_calibration
+from engine.hypotheses.sources import DRAFT_FDR
 from engine.store import Store, queries
 from engine.store.queries import (
     ClusterRow,
@@ -114,7 +115,8 @@ def method_lines(content: ReportContent) -> list[str]:
     hypotheses = (
         "No hypothesis was drafted: nothing was held out to test one on."
         if content.summary.split_mode == "none"
-        else f"Hypotheses were drafted from significant clusters and features of the drafting split, {tested}, "
+        else f"Hypotheses were drafted from clusters and features whose change on the drafting split reached "
+        f"q < {DRAFT_FDR} (drafting only chooses what is tested), {tested}, "
         f"with a BH correction over every hypothesis ever tested (FDR {hyp.get('fdr', 0.05)})."
     )
     sentences = content.stage_configs.get("features", {}).get("sentence_features", True)
