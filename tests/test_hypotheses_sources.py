@@ -58,6 +58,18 @@ def test_a_few_structural_and_concept_findings_are_drafted_beside_many_sae_laten
     assert names == ["structural:100", "concept:101", "sae:0", "sae:1", "sae:2", "sae:3"]
 
 
+def test_a_looser_drafting_level_adds_sources_without_taking_a_significant_ones_place(tmp_path: Path) -> None:
+    """Sources below the drafting level but not significant fill the slots the significant ones leave: taken in
+    one turn with them, the weak rows of other families crowded a significant concept out of the limit."""
+    weak = [(i, "sae", "text", "sae", 0.2) for i in range(10)] + [(50, "structural", "text", "structural", 0.3)]
+    strong = [(100 + i, "concept", "reasoning", "concept", 0.001 * (i + 1)) for i in range(4)]
+    with _study(tmp_path / "s.duckdb", weak + strong, []) as store:
+        names = [s.names[0] for s in load_sources(store, 0.5, limit=6, significant=0.05)]
+        one_turn = [s.names[0] for s in load_sources(store, 0.5, limit=6)]
+    assert names == ["concept:100", "concept:101", "concept:102", "concept:103", "structural:50", "sae:0"]
+    assert "concept:103" not in one_turn  # the structural and SAE queues took their turns
+
+
 def test_a_cluster_holding_a_structural_feature_waits_with_the_structural_family(tmp_path: Path) -> None:
     features = [(i, "sae", "text", "sae", 1e-6) for i in range(10)] + [(20, "structural", "text", "structural", 0.01)]
     clusters = [(0, 1e-6, [0, 1]), (1, 1e-6, [2, 3]), (2, 0.01, [4, 20])]

@@ -68,8 +68,8 @@ def _fold_inputs(store: Store, deltas: pl.DataFrame) -> Iterator[None]:
         yield
 
 
-def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float) -> list[DraftSource]:
-    """Sources drafted from fold B's significant features, without fold A's n-grams."""
+def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float, significant: float) -> list[DraftSource]:
+    """Sources drafted from fold B's features (`load_sources`), without fold A's n-grams."""
     with _fold_inputs(store, deltas):
-        sources = load_sources(store, fdr)
+        sources = load_sources(store, fdr, significant=significant)
     return [replace(s, top_ngrams=()) for s in sources]

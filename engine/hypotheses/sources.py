@@ -92,11 +92,17 @@ def _kinds(kind: str) -> tuple[str, ...]:
     return KINDS if kind == "any" else (kind,)
 
 
-def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[DraftSource]:
+def load_sources(
+    store: Store, fdr: float, limit: int = MAX_SOURCES, significant: float | None = None
+) -> list[DraftSource]:
     """Clusters and the features no cluster covers at q < `fdr` (the stage's drafting level), strongest first
-    within each testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`; then every
-    such length band of text or reasoning turns, beside the limit (a fact about length, drafted so that
-    `length_effects` can tell what it explains, takes no other source's place)."""
+    within each testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`: first those at
+    q < `significant` (the study's FDR level; all of them when None), then the others in the slots left. A
+    looser level adds sources and takes none of the significant ones' places: taken in one turn, the weak rows
+    of the structural, SAE and rollout families crowded a significant empathy concept out of the 40 slots
+    (shift suite, seed 7722), and its finding with it. Then every such length band of text or reasoning turns,
+    beside the limit (a fact about length, drafted so that `length_effects` can tell what it explains, takes no
+    other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
     kind_labels = store.frame("SELECT feature_id, kind, label FROM feature_kind_labels")
@@ -172,7 +178,11 @@ def load_sources(store: Store, fdr: float, limit: int = MAX_SOURCES) -> list[Dra
                 origins=(f["source"],),
             )
         )
-    return _in_turn(queues, limit) + lengths
+    strong = significant if significant is not None else fdr
+    first = {name: [s for s in queue if s.q_value < strong] for name, queue in queues.items()}
+    then = {name: [s for s in queue if s.q_value >= strong] for name, queue in queues.items()}
+    picked = _in_turn(first, limit)
+    return picked + _in_turn(then, limit - len(picked)) + lengths
 
 
 def strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:

@@ -97,7 +97,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         )
         cross_fitted = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
         draft_fdr = max(config.fdr, DRAFT_FDR)  # drafting chooses what is tested; the held-out test decides
-        sources = load_sources(store, draft_fdr)
+        sources = load_sources(store, draft_fdr, significant=config.fdr)
         drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, draft_fdr, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
@@ -108,7 +108,7 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         if cross_fitted:  # fold B draws from its own stream: its results do not depend on how much fold A drew
             rng_b = stream(config.seed, "crossfit")
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
-            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng_b), draft_fdr)
+            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng_b), draft_fdr, config.fdr)
             drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, draft_fdr, rng_b, progress)
             folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY, rng_b))  # a behaviour is tested once
             judge_dropped += dropped_b
