@@ -4,10 +4,10 @@ With too few shared tasks to hold out whole tasks, the split is within task (eng
 and gives two folds of rollouts: A (split 'discovery') and B ('heldout'). The stage drafts on A and tests on B,
 then drafts on B and tests on A; every test goes into one BH family, and a hypothesis is confirmed only by the
 fold it was not drafted on (docs/statistics.md, "Small studies"). This module builds fold B's sources the way
-the deltas and clusters stages build fold A's: the deltas statistics on fold B's rollouts only, significant
-features taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas, at the
-drafting level `sources.DRAFT_FDR` as fold A). Fold B has no clusters, and its sources carry no top n-grams
-(those were computed on fold A, which tests them).
+the deltas and clusters stages build fold A's: the deltas statistics on fold B's rollouts only, features
+taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas at fold A's drafting
+level, `sources.DRAFT_FDR`, the significant ones first). Fold B has no clusters, and its sources carry no top
+n-grams (those were computed on fold A, which tests them).
 """
 
 from __future__ import annotations
