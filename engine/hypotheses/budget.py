@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine.errors import RldiffError
+from engine.hypotheses.reasons import TOO_SLOW
 
 # Seconds one hypothesis test may spend labelling: a verifier over a large held-out split (100k segments,
 # a few regexes) takes a few seconds; a minute means patterns that backtrack on most segments.
@@ -41,4 +42,4 @@ class Budget:
         if self.cancel is not None and self.cancel.is_set():
             raise Cancelled("cancelled by the caller")
         if time.monotonic() > self._deadline:
-            raise LabelerTooSlow(f"labeler too slow: labelling took longer than its {self.seconds:g} s budget")
+            raise LabelerTooSlow(f"{TOO_SLOW}: labelling took longer than its {self.seconds:g} s budget")

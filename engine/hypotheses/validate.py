@@ -16,6 +16,15 @@ import polars as pl
 from engine.hypotheses.equal_length import EqualLength
 from engine.hypotheses.length import equal_length_strata, words_per_turn
 from engine.hypotheses.population import Population
+from engine.hypotheses.reasons import (
+    NO_CHANGE,
+    NO_MATCH,
+    NO_TASK,
+    NOT_REPLICATED,
+    NOTHING_LABELLED,
+    OTHER_WAY,
+    TOO_SMALL,
+)
 from engine.hypotheses.task_spread import TaskSpread
 from engine.hypotheses.turn_count import TurnCount
 from engine.kinds import DISCOVERY, HELDOUT, Status
@@ -353,28 +362,28 @@ def _decide(
     where: str,
 ) -> tuple[Status, str]:
     if n == 0:
-        return "inconclusive", f"no {where} segment of the kinds this labeler reads"
+        return "inconclusive", f"{NOTHING_LABELLED}: no {where} segment of the kinds this labeler reads"
     if not np.isfinite(delta) or not np.isfinite(q):
-        return "inconclusive", "no held-out task has labelled rollouts of both checkpoints"
+        return "inconclusive", f"{NO_TASK} of both checkpoints"
     interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
     # p beside q: a 95% interval clear of 0 with q above the level is the correction over the family's m tests
     tests = f"p={p:.2g}, q={q:.3g} over {m} tests" if m > 1 else f"q={q:.3g}"
     change = f"{before:.1%} -> {after:.1%} on {where} ({scope}; delta {delta * 100:+.1f} pts, {interval}, {tests})"
     if before == 0 and after == 0:
-        return "rejected", f"the labeler matched no {where} segment"
+        return "rejected", f"{NO_MATCH} {where} segment"
     if q < fdr and sign * delta > 0:
         return "validated", change
     if q < fdr:
-        return "rejected", f"changed the other way: {change}"
+        return "rejected", f"{OTHER_WAY}: {change}"
     if np.isfinite(floor) and floor > fdr:
         return "inconclusive", (
-            f"cannot detect at this size: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; "
+            f"{TOO_SMALL}: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; "
             f"{change}"
         )
     if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
         claimed = "rise" if sign > 0 else "fall"  # the interval may hold a change the other way
         ruled_out = f"the CI rules out a {claimed} of {MIN_EFFECT * 100:.0f} pts or more"
-        return "rejected", f"not replicated: {change}; {ruled_out}"
+        return "rejected", f"{NOT_REPLICATED}: {change}; {ruled_out}"
     detectable = f"+/-{mde * 100:.1f} pts" if np.isfinite(mde) else "unknown"
     could = f"among {m} tests it could detect changes of" if m > 1 else "the test could detect changes of"
-    return "inconclusive", f"no significant change: {change}; {could} {detectable}"
+    return "inconclusive", f"{NO_CHANGE}: {change}; {could} {detectable}"
