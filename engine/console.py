@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich import box
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from engine.kinds import SEGMENT_KINDS
 from engine.safe_text import clean, line
-from engine.store.queries import StudySummary
+from engine.store.queries import HypothesisRow, StudySummary
 from engine.store.queries.deltas import LEVELS_READING
 from engine.store.queries.overview import EXPLORATORY_RULE, EXPLORATORY_TITLE
 
@@ -165,6 +166,54 @@ def _with_pooled(level: float | None, pooled: float | None) -> Text:
     if pooled is not None:
         text.append(f"\n{_pct(pooled)}", style="dim")
     return text
+
+
+# Validated findings shown beneath the study table after an analysis (`rldiff hypothesis list` shows them all).
+FINDINGS_SHOWN = 5
+NO_HYPOTHESES = "`rldiff analyze` drafts them only from changes it finds; `rldiff hypothesis add` tests one of yours"
+
+
+def _flags(h: HypothesisRow) -> str:
+    """What a one-line listing says before a statement: its cautions, and whether it likely restates a broader
+    finding (`queries.shared_evidence`)."""
+    from engine.hypotheses.cautions import caution_flag
+
+    restates = f"(same behaviour as {h.same_evidence.hypothesis_id}?) " if h.same_evidence else ""
+    return caution_flag(h.provenance) + restates
+
+
+def hypothesis_line(h: HypothesisRow) -> Text:
+    """One hypothesis on one line, cut at the terminal's width: id, status, q, flags, the statement."""
+    q = "–" if h.q_value is None else f"{h.q_value:.3g}"
+    text = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {_flags(h)}{line(h.statement, None)}"
+    return Text(text, no_wrap=True, overflow="ellipsis")
+
+
+def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) -> Group:
+    """Beneath the study table once hypotheses were tested: the hypotheses by status and why the others were not
+    validated (`engine.hypotheses.reasons`), the first validated findings (none the user rejected), and where
+    the rest are. `skipped`: why the stage tested nothing, if it did not."""
+    from engine.hypotheses.reasons import tally
+
+    if not rows:
+        return Group(Text(f"Findings: no hypotheses: {skipped or NO_HYPOTHESES}."))
+    head = Text("Findings: ", style="bold")
+    head.append(f"{len(rows)} hypotheses: {tally(rows)}.")
+    found = [h for h in rows if h.status == "validated" and h.decision != "rejected"]
+    shown = Table(box=None, padding=(0, 1, 0, 0))
+    for column in ("id", "held-out", "q"):
+        shown.add_column(column, justify="right" if column == "id" else "left", no_wrap=True)
+    shown.add_column("finding", ratio=1)
+    for h in found[:FINDINGS_SHOWN]:
+        tested = f"{_pct(h.prevalence_before)} -> {_pct(h.prevalence_after)}"
+        shown.add_row(str(h.hypothesis_id), tested, f"{h.q_value:.2g}", Text(_flags(h) + line(h.statement, None)))
+    more = f" (and {len(found) - FINDINGS_SHOWN} more validated findings)" if len(found) > FINDINGS_SHOWN else ""
+    report = "each finding's evidence and why the others were" if found else "why each was"
+    where = Text(
+        f"`rldiff hypothesis list {line(store, None)}` lists all {len(rows)}{more}; `rldiff report "
+        f"{line(store, None)} -o report.html` shows {report} not validated."
+    )
+    return Group(head, shown, where) if found else Group(head, where)
 
 
 def validation_text(v: Validation) -> Text:

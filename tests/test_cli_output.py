@@ -203,3 +203,41 @@ def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_req
     text = " ".join(run(monkeypatch, "info", str(by_task), width=120).split())
     assert "Small study" not in text and "exploratory" not in text
     assert cli.main(["info", str(by_task), "--exploratory"]) == 2
+
+
+def test_info_ends_with_what_was_found_and_why_the_rest_was_not(
+    sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beneath the study table: the hypotheses by status and why, the validated findings with their held-out
+    change (none the user rejected, no control characters), and where the rest are."""
+    from engine.hypotheses.reasons import tally
+    from engine.store.queries import hypotheses
+
+    with Store(sample_study_copy) as store:
+        rows = hypotheses(store.cursor())
+        found = [h for h in rows if h.status == "validated"]
+        assert len(found) >= 2 and len(rows) > len(found)
+        dropped, kept = found[0], found[1]
+        store.execute("UPDATE hypotheses SET decision = 'rejected' WHERE hypothesis_id = ?", [dropped.hypothesis_id])
+        hostile = "UPDATE hypotheses SET statement = 'evil \x1b[2J' || statement WHERE hypothesis_id = ?"
+        store.execute(hostile, [kept.hypothesis_id])
+    text = run(monkeypatch, "info", str(sample_study_copy), width=400)
+    findings = text[text.index("Findings: ") :]
+    assert findings.splitlines()[0] == f"Findings: {len(rows)} hypotheses: {tally(rows)}."
+    assert "\x1b" not in findings
+    shown = {int(line.split()[0]): line for line in findings.splitlines()[2:] if line.split()[0].isdigit()}
+    assert dropped.hypothesis_id not in shown
+    assert f"{kept.prevalence_before:.1%} -> {kept.prevalence_after:.1%}" in shown[kept.hypothesis_id]
+    assert f"evil {kept.statement}" in shown[kept.hypothesis_id]
+    assert f"`rldiff hypothesis list {sample_study_copy}` lists all {len(rows)}" in findings
+    listed = run(monkeypatch, "hypothesis", "list", str(sample_study_copy), width=400).splitlines()
+    assert listed[-1] == f"{len(rows)} hypotheses: {tally(rows)}"
+
+
+def test_a_study_without_hypotheses_says_why_beneath_its_table() -> None:
+    from engine.console import findings_text
+    from engine.hypotheses.stage import NOTHING_HELD_OUT
+
+    console = Console(file=io.StringIO(), width=400)
+    console.print(findings_text([], NOTHING_HELD_OUT, "s.duckdb"))
+    assert console.file.getvalue().strip() == f"Findings: no hypotheses: {NOTHING_HELD_OUT}."  # type: ignore[attr-defined]

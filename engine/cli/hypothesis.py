@@ -18,26 +18,18 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
     if args.json:
         output.print_json(rows)
         return 0
-    from rich.text import Text
-
-    from engine.hypotheses.cautions import caution_flag
-    from engine.safe_text import clean
+    from engine.console import NO_HYPOTHESES, hypothesis_line
+    from engine.hypotheses.reasons import tally
 
     if not rows:  # said on stderr: the listing itself stays empty for scripts
         output.err.print(
-            f"no hypotheses with status {args.status}"
-            if args.status
-            else "no hypotheses: `rldiff analyze` drafts them only from changes it finds; "
-            "`rldiff hypothesis add` tests one of yours",
+            f"no hypotheses with status {args.status}" if args.status else f"no hypotheses: {NO_HYPOTHESES}",
             markup=False,
         )
     for h in rows:  # one line each, cut at the terminal's width
-        q = "–" if h.q_value is None else f"{h.q_value:.3g}"
-        flag = caution_flag(h.provenance)
-        if h.same_evidence:  # listed beneath the finding it likely restates (queries.shared_evidence)
-            flag += f"(same behaviour as {h.same_evidence.hypothesis_id}?) "
-        line = f"{h.hypothesis_id:>4} {h.status:<12} q {q:<8} {flag}{' '.join(clean(h.statement).split())}"
-        output.out.print(Text(line, no_wrap=True, overflow="ellipsis"))
+        output.out.print(hypothesis_line(h))
+    if rows and not args.status:
+        output.out.print(f"{len(rows)} hypotheses: {tally(rows)}", markup=False, highlight=False)
     return 0
 
 

@@ -73,18 +73,21 @@ def reasoning_line(result: IngestResult) -> str:
 
 
 def print_summary(store: Store, summary: StudySummary | None = None, *, pointer: bool = True) -> None:
-    """The study table (of `summary`, read from `store` when None), and (`pointer`) in a small study where its
-    whole-study ranking is: it is shown only on request."""
+    """The study table (of `summary`, read from `store` when None); (`pointer`) in a small study, where its
+    whole-study ranking is: it is shown only on request; and once there are hypotheses, what they found."""
     from rich.text import Text
 
-    from engine.console import summary_table
-    from engine.store.queries import study_summary
+    from engine.console import findings_text, summary_table
+    from engine.store.queries import hypotheses, study_summary
 
     summary = summary or study_summary(store.cursor())
     output.out.print(summary_table(summary, str(store.path)))
     where = summary.exploratory_pointer(f"`rldiff info {store.path} --exploratory` shows it")
     if pointer and where:
         output.out.print(Text(safe_text.clean(where) + "."))
+    rows = hypotheses(store.cursor())
+    if rows or any(s.stage == "hypotheses" for s in summary.stages):  # none yet, unless the stage said why
+        output.out.print(findings_text(rows, summary.metrics_of("hypotheses").get("skipped"), str(store.path)))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
