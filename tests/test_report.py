@@ -13,6 +13,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.calibration import calibrate
+from engine.hypotheses.reasons import tally
 from engine.progress import NullProgress
 from engine.report import write_report
 from engine.report.content import TOP_DELTAS, ReportContent, excerpt, method_lines
@@ -90,6 +91,21 @@ def test_html_report_is_self_contained_and_escaped(study, tmp_path: Path) -> Non
     assert not re.search(r"(src|href)=['\"]https?:", text)
     assert "<b>talk</b>" not in text and "&lt;b&gt;talk&lt;/b&gt;" in text
     assert "Validated findings (1)" in text
+
+
+def test_both_formats_say_why_the_hypotheses_not_validated_were_not(study, tmp_path: Path) -> None:
+    """The study's counts say how many hypotheses were validated and why the others were not; the list of those
+    others opens with their own tally."""
+    store, _ = study
+    rows = hypotheses(store.cursor())
+    others = [h for h in rows if h.status != "validated"]
+    assert others and len(rows) > len(others)
+    markdown = write_report(store, tmp_path / "r.md").read_text().splitlines()
+    assert f"{len(rows)} hypotheses: {tally(rows)}." in markdown[markdown.index("## Validated findings (1)") - 2]
+    title = markdown.index(f"## Rejected, inconclusive and exploratory ({len(others)})")
+    assert markdown[title + 2] == f"{tally(others)}."
+    html = write_report(store, tmp_path / "r.html").read_text()
+    assert f"hypotheses: {tally(rows)}.</p>" in html and f"</h2><p>{tally(others)}.</p><table>" in html
 
 
 def test_unknown_suffix_is_refused(study, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.hypotheses.calibration_record import stored_calibration
+from engine.hypotheses.reasons import tally
 from engine.hypotheses.sources import DRAFT_FDR
 from engine.store import Store, queries
 from engine.store.queries import (
@@ -54,6 +55,17 @@ class ReportContent:
             f"{n} of them likely {'restates' if n == 1 else 'restate'} a broader finding (the same evidence "
             f"decided most of {'its' if n == 1 else 'their'} positives), listed beneath it"
         )
+
+    @property
+    def others_tally(self) -> str:
+        """The hypotheses not validated by status and why (`engine.hypotheses.reasons.tally`), '' for none."""
+        return tally(self.others)
+
+    @property
+    def counts(self) -> str:
+        """'1310 features, 15 hypotheses: 7 validated; 6 rejected (...); 2 inconclusive (...)'."""
+        rows = [*self.validated, *self.others]
+        return f"{self.summary.n_features} features, {len(rows)} hypotheses" + (f": {tally(rows)}" if rows else "")
 
     @property
     def shows_heldout(self) -> bool:

@@ -67,7 +67,7 @@ def render_html(content: ReportContent) -> str:
             f"<tr><td>{h(c.checkpoint)}</td><td>{c.n_tasks}</td><td>{c.n_rollouts}</td>"
             f"<td>{pct(c.mean_reward)}</td><td>{ci}</td></tr>"
         )
-    parts.append(f"</table><p class='muted'>{s.n_features} features, {s.n_hypotheses} hypotheses.</p>")
+    parts.append(f"</table><p class='muted'>{h(content.counts)}.</p>")
     parts.append(f"<h2>Validated findings ({len(content.validated)})</h2>")
     if not content.validated:
         parts.append("<p>No hypothesis was validated on the held-out split.</p>")
@@ -100,7 +100,9 @@ def render_html(content: ReportContent) -> str:
         parts.append("</div>")
     parts += _exploratory(content)
     parts.append(
-        f"<h2>Rejected, inconclusive and exploratory ({len(content.others)})</h2><table><tr><th>id</th>"
+        f"<h2>Rejected, inconclusive and exploratory ({len(content.others)})</h2>"
+        + (f"<p>{h(content.others_tally)}.</p>" if content.others else "")
+        + "<table><tr><th>id</th>"
         "<th>statement</th><th>status</th><th>why</th><th>decision</th></tr>"
     )
     for o in content.others:

@@ -100,7 +100,7 @@ def render_markdown(content: ReportContent) -> str:
         out.append(f"| {md(c.checkpoint)} | {c.n_tasks} | {c.n_rollouts} | {pct(c.mean_reward)} | {ci} |")
     out += [
         "",
-        f"{s.n_features} features, {s.n_hypotheses} hypotheses.",
+        f"{content.counts}.",
         "",
         f"## Validated findings ({len(content.validated)})",
         "",
@@ -115,6 +115,7 @@ def render_markdown(content: ReportContent) -> str:
     out += [
         f"## Rejected, inconclusive and exploratory ({len(content.others)})",
         "",
+        *([f"{content.others_tally}.", ""] if content.others else []),
         "| id | statement | status | why | decision |",
         "|---|---|---|---|---|",
     ]
