@@ -420,8 +420,9 @@ def _hypotheses(
                 "reward_assoc": float(rng.uniform(-0.3, 0.3)) if tested else None,
                 "reason": {
                     "validated": "held-out prevalence changed in the stated direction (q < 0.05)",
-                    "rejected": "no held-out change in the stated direction",
-                    "inconclusive": "too few held-out segments to detect a 12-point change",
+                    "rejected": "not replicated: no held-out change in the stated direction; the CI rules out a "
+                    "change of 2 pts or more",
+                    "inconclusive": "no significant change on held-out; the test could detect changes of +/-12 pts",
                     "proposed": None,
                 }[status],
                 "decision": "accepted" if h == 1 else None,

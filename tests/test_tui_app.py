@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TypeVar
 
 import duckdb
@@ -24,6 +25,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from engine.hypotheses.cautions import has_caution
+from engine.hypotheses.reasons import tally
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.store.queries import DeltaRow
 from tests.factories_tui import settle
@@ -99,6 +101,10 @@ async def test_overview_shows_the_study_and_opens_a_finding(store_path: Path) ->
         expected = rows(store_path, "SELECT count(*) FROM hypotheses WHERE status = 'validated' AND "
                         "coalesce(decision, '') <> 'rejected'")[0][0]  # fmt: skip
         assert findings.row_count == expected > 0
+        title = " ".join(str(app.screen.query_one("#findings-title", Static).render()).split())
+        statuses = rows(store_path, "SELECT status, reason FROM hypotheses")
+        said = tally(SimpleNamespace(status=status, reason=reason) for status, reason in statuses)
+        assert title == f"Top validated findings {len(statuses)} hypotheses: {said}"  # why the others were not
         first = findings.row_keys[findings.cursor_row]
         await pilot.press("enter")
         await settle(pilot)

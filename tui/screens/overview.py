@@ -101,16 +101,21 @@ class OverviewScreen(RldiffScreen):
         super().on_mount()
 
     def reload(self) -> None:
+        from engine.hypotheses.reasons import tally
         from engine.store import queries
 
         self.run_query(
             "overview",
-            lambda cur: (queries.study_summary(cur), queries.top_findings(cur, limit=20)),
+            lambda cur: (
+                queries.study_summary(cur),
+                queries.top_findings(cur, limit=20),
+                tally(queries.hypotheses(cur)),
+            ),
             lambda result: OverviewLoaded(*result),
         )
 
     def on_overview_loaded(self, message: OverviewLoaded) -> None:
-        self._summary, self._findings = message.summary, message.findings
+        self._summary, self._findings, self._tally = message.summary, message.findings, message.tally
         self.restyle()
         self.refresh_bindings()  # the exploratory key shows once the summary says there is a ranking
 
@@ -158,8 +163,10 @@ class OverviewScreen(RldiffScreen):
                 Text(h.decision or ""),
                 key=str(h.hypothesis_id),
             )
-        if not findings:
-            self.query_one("#findings-title", Static).update(Text("Top validated findings: none yet", style="bold"))
+        title = Text("Top validated findings" if findings else "Top validated findings: none yet", style="bold")
+        if self._tally:  # why the others were not validated, beside the findings
+            title.append(f"\n{self._summary.n_hypotheses} hypotheses: {self._tally}", style="italic")
+        self.query_one("#findings-title", Static).update(title)
 
     def _exploratory_pointer(self) -> str:
         key = keymap.keys_for_id(EXPLORATORY_KEY, self.rldiff.keymap_overrides)
