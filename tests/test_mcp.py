@@ -11,11 +11,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from mcp import Client
 
+from engine.hypotheses.reasons import tally, why
 from engine.kinds import DISCOVERY, HELDOUT, SPLITS
 from engine.mcp.results import clip, to_json
 from engine.mcp_server import build_server
@@ -114,6 +116,8 @@ async def test_study_summary_matches_the_store(study: Path) -> None:
     assert families["length_ratio"] > 0 and families["segments_per_rollout_after"] > 0
     assert summary["clusters"] == sql(study, "SELECT count(*) FROM clusters")[0][0] > 0
     assert summary["hypotheses_by_status"] == dict(sql(study, "SELECT status, count(*) FROM hypotheses GROUP BY 1"))
+    statuses = sql(study, "SELECT status, reason FROM hypotheses")
+    assert statuses and summary["hypotheses_tally"] == tally(SimpleNamespace(status=s, reason=r) for s, r in statuses)
     assert [s["stage"] for s in summary["stages"]] == ["split", "features", "deltas", "clusters"]
 
 
@@ -384,6 +388,10 @@ async def test_hypothesis_add_test_list_and_decide(study: Path) -> None:
     others = [by_pattern["hypothesis_id"], json_like["hypothesis_id"]]
     assert {r["hypothesis_id"] for r in listed["rows"]} == {hid, *others, *existing}
     assert listed["rows"][0]["status"] == "validated"  # validated first
+    assert {r["hypothesis_id"]: r["why_not"] for r in listed["rows"]} == {
+        r["hypothesis_id"]: why(r["status"], r["reason"]) for r in listed["rows"]
+    }
+    assert listed["rows"][0]["why_not"] is None and {r["why_not"] for r in proposed["rows"]} == {None}
     assert [r["hypothesis_id"] for r in proposed["rows"]] == others
     assert json_like["spec"] == {"regex": "[12]", "ignore_case": True}
     assert by_pattern["spec"] == {"all": [{"kind": "text"}, {"regex": r"\bsorry\b", "ignore_case": True}]}

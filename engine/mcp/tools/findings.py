@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field
 
 from engine.errors import InputError
+from engine.hypotheses.reasons import tally
 from engine.kinds import DeltaKind, DeltaSort, Direction, Source
 from engine.mcp.results import to_json
 from engine.mcp.tools.base import Id, Limit, MaxChars, Offset, ToolGroup, page_json, segment_json
@@ -25,11 +26,13 @@ class FindingTools(ToolGroup):
         before/after pair; rollouts per split; tested and significant (q <= 0.05) feature deltas, also per
         testing family (BH runs within each) with the rollouts' length change ('any' rows are adjusted for it);
         clusters;
-        hypotheses by status; the user's decisions; and the pipeline stages that ran."""
+        hypotheses by status, and in words with why those not validated were not (`hypotheses_tally`); the
+        user's decisions; and the pipeline stages that ran."""
         with self.access.reading() as s:
             summary = queries.study_summary(s.con)
             counts = queries.analysis_counts(s.con)
             families = family_summary(s.con)
+            hypotheses_tally = tally(queries.hypotheses(s.con))
         return to_json(
             {
                 "store": str(self.access.path),
@@ -60,6 +63,7 @@ class FindingTools(ToolGroup):
                 "deltas_by_family": families,
                 "clusters": counts.n_clusters,
                 "hypotheses_by_status": counts.hypotheses_by_status,
+                "hypotheses_tally": hypotheses_tally or None,
                 "decisions": counts.decisions,
                 "stale": summary.stale_notice() or None,
                 "small_study": summary.small_study_notice() or None,

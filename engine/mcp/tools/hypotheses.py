@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from engine.errors import InputError
+from engine.hypotheses.reasons import why
 from engine.kinds import Decision, DecisionFilter, Direction, Kind, Status
 from engine.mcp.results import to_json
 from engine.mcp.tools.base import CANCEL, Id, Limit, MaxChars, Offset, ToolGroup, page_json, segment_json
@@ -21,8 +22,10 @@ MCP_TEST_BUDGET_S = 30.0
 
 
 def hypothesis_json(row: queries.HypothesisRow) -> dict[str, Any]:
-    """A hypothesis row without its provenance (get_hypothesis adds it)."""
-    return {f.name: getattr(row, f.name) for f in fields(row) if f.name != "provenance"}
+    """A hypothesis row without its provenance (get_hypothesis adds it), with `why_not`: why it was not
+    validated, in a few words (`engine.hypotheses.reasons.why`; null when validated or untested)."""
+    fields_json = {f.name: getattr(row, f.name) for f in fields(row) if f.name != "provenance"}
+    return {**fields_json, "why_not": why(row.status, row.reason)}
 
 
 class HypothesisTools(ToolGroup):
@@ -39,11 +42,12 @@ class HypothesisTools(ToolGroup):
         offset: Offset = 0,
     ) -> str:
         """Hypotheses with their held-out validation: statement, direction, labeler (verifier spec or judge
-        question), status and why, prevalence before/after where it was tested (held-out; in a small study the
-        fold it was not drafted on: `provenance.split`) with CI, p and q values, the
-        minimum detectable effect when inconclusive, association with reward, the user's decision and note,
-        and for a validated finding that likely restates a broader one, `same_evidence` (that finding's id,
-        and how many of this one's positives the same evidence decided). Validated first, then by q, each
+        question), status and why (the reason, and `why_not` in a few words), prevalence before/after where it
+        was tested (held-out; in a small study the fold it was not drafted on: `provenance.split`) with CI, p
+        and q values, the minimum detectable effect when inconclusive, association with reward, the user's
+        decision and note, and for a validated finding that likely restates a broader one, `same_evidence`
+        (that finding's id, and how many of this one's positives the same evidence decided). Validated first,
+        then by q, each
         broader finding followed by those that restate it."""
         with self.access.reading() as s:
             rows = queries.hypotheses(s.con, status, decision)
