@@ -47,8 +47,7 @@ class HypothesisTools(ToolGroup):
         and q values, the minimum detectable effect when inconclusive, association with reward, the user's
         decision and note, and for a validated finding that likely restates a broader one, `same_evidence`
         (that finding's id, and how many of this one's positives the same evidence decided). Validated first,
-        then by q, each
-        broader finding followed by those that restate it."""
+        then by q, each broader finding followed by those that restate it."""
         with self.access.reading() as s:
             rows = queries.hypotheses(s.con, status, decision)
         return page_json([hypothesis_json(r) for r in rows[offset : offset + limit]], len(rows), offset)
