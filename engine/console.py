@@ -11,7 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from engine.kinds import SEGMENT_KINDS
+from engine.kinds import DISCOVERY, SEGMENT_KINDS
 from engine.safe_text import clean, line
 from engine.store.queries import HypothesisRow, StudySummary
 from engine.store.queries.deltas import LEVELS_READING
@@ -193,6 +193,7 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
     """Beneath the study table once hypotheses were tested: the hypotheses by status and why the others were not
     validated (`engine.hypotheses.reasons`), the first validated findings (none the user rejected), and where
     the rest are. `skipped`: why the stage tested nothing, if it did not."""
+    from engine.hypotheses.provenance import tested_split
     from engine.hypotheses.reasons import tally
 
     if not rows:
@@ -200,11 +201,14 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
     head = Text("Findings: ", style="bold")
     head.append(f"{len(rows)} hypotheses: {tally(rows)}.")
     found = [h for h in rows if h.status == "validated" and h.decision != "rejected"]
+    first = found[:FINDINGS_SHOWN]
+    # a small study's finding drafted on the held-out fold is tested on the discovery one: both are "the other fold"
+    tested_on = "other fold" if any(tested_split(h.provenance) == DISCOVERY for h in first) else "held-out"
     shown = Table(box=None, padding=(0, 1, 0, 0))
-    for column in ("id", "held-out", "q"):
+    for column in ("id", tested_on, "q"):
         shown.add_column(column, justify="right" if column == "id" else "left", no_wrap=True)
     shown.add_column("finding", ratio=1)
-    for h in found[:FINDINGS_SHOWN]:
+    for h in first:
         tested = f"{_pct(h.prevalence_before)} -> {_pct(h.prevalence_after)}"
         shown.add_row(str(h.hypothesis_id), tested, f"{h.q_value:.2g}", Text(_flags(h) + line(h.statement, None)))
     more = f" (and {len(found) - FINDINGS_SHOWN} more validated findings)" if len(found) > FINDINGS_SHOWN else ""

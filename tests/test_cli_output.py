@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -232,6 +233,19 @@ def test_info_ends_with_what_was_found_and_why_the_rest_was_not(
     assert f"`rldiff hypothesis list {sample_study_copy}` lists all {len(rows)}" in findings
     listed = run(monkeypatch, "hypothesis", "list", str(sample_study_copy), width=400).splitlines()
     assert listed[-1] == f"{len(rows)} hypotheses: {tally(rows)}"
+
+
+def test_findings_tested_on_a_small_studys_discovery_fold_are_headed_other_fold(sample_study: Path) -> None:
+    from engine.console import findings_text
+    from engine.store.queries import hypotheses
+
+    with Store(sample_study, read_only=True) as store:
+        found = next(h for h in hypotheses(store.cursor()) if h.status == "validated")
+    console = Console(file=io.StringIO(), width=200)
+    console.print(findings_text([found], None, "s.duckdb"))
+    console.print(findings_text([dataclasses.replace(found, provenance={"split": "discovery"})], None, "s.duckdb"))
+    heads = [line.split()[:2] for line in console.file.getvalue().splitlines() if line.startswith("id ")]  # type: ignore[attr-defined]
+    assert heads == [["id", "held-out"], ["id", "other"]]
 
 
 def test_a_study_without_hypotheses_says_why_beneath_its_table() -> None:

@@ -377,8 +377,7 @@ def _decide(
         return "rejected", f"{OTHER_WAY}: {change}"
     if np.isfinite(floor) and floor > fdr:
         return "inconclusive", (
-            f"{TOO_SMALL}: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; "
-            f"{change}"
+            f"{TOO_SMALL}: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; {change}"
         )
     if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
         claimed = "rise" if sign > 0 else "fall"  # the interval may hold a change the other way
