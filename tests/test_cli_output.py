@@ -207,7 +207,7 @@ def test_a_small_study_says_so_up_front_and_shows_its_exploratory_ranking_on_req
 
 
 def test_info_ends_with_what_was_found_and_why_the_rest_was_not(
-    sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch
+    sample_study_copy: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Beneath the study table: the hypotheses by status and why, the validated findings with their held-out
     change (none the user rejected, no control characters), and where the rest are."""
@@ -232,7 +232,8 @@ def test_info_ends_with_what_was_found_and_why_the_rest_was_not(
     assert f"evil {kept.statement}" in shown[kept.hypothesis_id]
     assert f"`rldiff hypothesis list {sample_study_copy}` lists all {len(rows)}" in findings
     listed = run(monkeypatch, "hypothesis", "list", str(sample_study_copy), width=400).splitlines()
-    assert listed[-1] == f"{len(rows)} hypotheses: {tally(rows)}"
+    assert len(listed) == len(rows)  # one line each on stdout; the tally on stderr
+    assert capsys.readouterr().err.split() == f"{len(rows)} hypotheses: {tally(rows)}".split()
 
 
 def test_findings_tested_on_a_small_studys_discovery_fold_are_headed_other_fold(sample_study: Path) -> None:

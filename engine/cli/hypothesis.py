@@ -28,8 +28,8 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
         )
     for h in rows:  # one line each, cut at the terminal's width
         output.out.print(hypothesis_line(h))
-    if rows and not args.status:
-        output.out.print(f"{len(rows)} hypotheses: {tally(rows)}", markup=False, highlight=False)
+    if rows and not args.status:  # on stderr too: stdout stays one line per hypothesis
+        output.err.print(f"{len(rows)} hypotheses: {tally(rows)}", markup=False, highlight=False)
     return 0
 
 
