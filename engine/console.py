@@ -194,12 +194,12 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
     validated (`engine.hypotheses.reasons`), the first validated findings (none the user rejected), and where
     the rest are. `skipped`: why the stage tested nothing, if it did not."""
     from engine.hypotheses.provenance import tested_split
-    from engine.hypotheses.reasons import tally
+    from engine.hypotheses.reasons import counted
 
     if not rows:
         return Group(Text(f"Findings: no hypotheses: {skipped or NO_HYPOTHESES}."))
     head = Text("Findings: ", style="bold")
-    head.append(f"{len(rows)} hypotheses: {tally(rows)}.")
+    head.append(f"{counted(rows)}.")
     found = [h for h in rows if h.status == "validated" and h.decision != "rejected"]
     first = found[:FINDINGS_SHOWN]
     # a small study's finding drafted on the held-out fold is tested on the discovery one: both are "the other fold"
@@ -211,11 +211,16 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
     for h in first:
         tested = f"{_pct(h.prevalence_before)} -> {_pct(h.prevalence_after)}"
         shown.add_row(str(h.hypothesis_id), tested, f"{h.q_value:.2g}", Text(_flags(h) + line(h.statement, None)))
-    more = f" (and {len(found) - FINDINGS_SHOWN} more validated findings)" if len(found) > FINDINGS_SHOWN else ""
-    report = "each finding's evidence and why the others were" if found else "why each was"
+    more = f", {len(found) - FINDINGS_SHOWN} more validated findings among them" if len(found) > FINDINGS_SHOWN else ""
+    failed = any(h.status != "validated" for h in rows)
+    report = {
+        (True, True): "each finding's evidence and why the others were not validated",
+        (True, False): "each finding's evidence",
+        (False, True): "why each was not validated",
+    }.get((bool(found), failed), "them")
     where = Text(
         f"`rldiff hypothesis list {line(store, None)}` lists all {len(rows)}{more}; `rldiff report "
-        f"{line(store, None)} -o report.html` shows {report} not validated."
+        f"{line(store, None)} -o report.html` shows {report}."
     )
     return Group(head, shown, where) if found else Group(head, where)
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.hypotheses.budget import Budget, LabelerTooSlow
-from engine.hypotheses.reasons import tally, why
+from engine.hypotheses.reasons import counted, tally, why
 from engine.hypotheses.validate import _decide
 
 NAN = math.nan
@@ -64,3 +64,10 @@ def test_the_tally_counts_by_status_then_by_why_most_common_first() -> None:
         "change); 1 exploratory"
     )
     assert tally([]) == ""
+
+
+def test_counted_names_how_many_in_the_right_number() -> None:
+    one = [SimpleNamespace(status="validated", reason="1% -> 9%")]
+    assert counted(one) == "1 hypothesis: 1 validated"
+    assert counted(one * 2) == "2 hypotheses: 2 validated"
+    assert counted([]) == "no hypotheses"

@@ -44,7 +44,7 @@ class QueryFailed(Message):
 class OverviewLoaded(Message):
     summary: StudySummary
     findings: list[HypothesisRow]
-    tally: str  # every hypothesis by status and why (engine.hypotheses.reasons.tally)
+    tally: str  # every hypothesis by status and why (engine.hypotheses.reasons.counted)
 
 
 @dataclass

@@ -19,7 +19,7 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
         output.print_json(rows)
         return 0
     from engine.console import NO_HYPOTHESES, hypothesis_line
-    from engine.hypotheses.reasons import tally
+    from engine.hypotheses.reasons import counted
 
     if not rows:  # said on stderr: the listing itself stays empty for scripts
         output.err.print(
@@ -29,7 +29,7 @@ def cmd_hypothesis_list(args: argparse.Namespace) -> int:
     for h in rows:  # one line each, cut at the terminal's width
         output.out.print(hypothesis_line(h))
     if rows and not args.status:  # on stderr too: stdout stays one line per hypothesis
-        output.err.print(f"{len(rows)} hypotheses: {tally(rows)}", markup=False, highlight=False)
+        output.err.print(counted(rows), markup=False, highlight=False)
     return 0
 
 

@@ -64,3 +64,10 @@ def tally(rows: Iterable[Tested]) -> str:
         named = [name if len(reasons) == 1 else f"{n} {name}" for name, n in reasons.most_common()]
         parts.append(f"{len(of_status)} {status}" + (f" ({', '.join(named)})" if named else ""))
     return "; ".join(parts)
+
+
+def counted(rows: Iterable[Tested]) -> str:
+    """'15 hypotheses: ' and their tally; 'no hypotheses' for none."""
+    rows = list(rows)
+    noun = "hypothesis" if len(rows) == 1 else "hypotheses"
+    return f"{len(rows)} {noun}: {tally(rows)}" if rows else "no hypotheses"

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.hypotheses.calibration_record import stored_calibration
-from engine.hypotheses.reasons import tally
+from engine.hypotheses.reasons import counted, tally
 from engine.hypotheses.sources import DRAFT_FDR
 from engine.store import Store, queries
 from engine.store.queries import (
@@ -64,8 +64,7 @@ class ReportContent:
     @property
     def counts(self) -> str:
         """'1310 features, 15 hypotheses: 7 validated; 6 rejected (...); 2 inconclusive (...)'."""
-        rows = [*self.validated, *self.others]
-        return f"{self.summary.n_features} features, {len(rows)} hypotheses" + (f": {tally(rows)}" if rows else "")
+        return f"{self.summary.n_features} features, {counted([*self.validated, *self.others])}"
 
     @property
     def shows_heldout(self) -> bool:

@@ -101,7 +101,7 @@ class OverviewScreen(RldiffScreen):
         super().on_mount()
 
     def reload(self) -> None:
-        from engine.hypotheses.reasons import tally
+        from engine.hypotheses.reasons import counted
         from engine.store import queries
 
         self.run_query(
@@ -109,7 +109,7 @@ class OverviewScreen(RldiffScreen):
             lambda cur: (
                 queries.study_summary(cur),
                 queries.top_findings(cur, limit=20),
-                tally(queries.hypotheses(cur)),
+                counted(queries.hypotheses(cur)),
             ),
             lambda result: OverviewLoaded(*result),
         )
@@ -164,8 +164,7 @@ class OverviewScreen(RldiffScreen):
                 key=str(h.hypothesis_id),
             )
         title = Text("Top validated findings" if findings else "Top validated findings: none yet", style="bold")
-        if self._tally:  # why the others were not validated, beside the findings
-            title.append(f"\n{self._summary.n_hypotheses} hypotheses: {self._tally}", style="italic")
+        title.append(f"\n{self._tally}", style="italic")  # why the others were not validated, beside the findings
         self.query_one("#findings-title", Static).update(title)
 
     def _exploratory_pointer(self) -> str:
