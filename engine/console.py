@@ -210,7 +210,8 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
     shown.add_column("finding", ratio=1)
     for h in first:
         tested = f"{_pct(h.prevalence_before)} -> {_pct(h.prevalence_after)}"
-        shown.add_row(str(h.hypothesis_id), tested, f"{h.q_value:.2g}", Text(_flags(h) + line(h.statement, None)))
+        q = "–" if h.q_value is None else f"{h.q_value:.2g}"
+        shown.add_row(str(h.hypothesis_id), tested, q, Text(_flags(h) + line(h.statement, None)))
     more = f", {len(found) - FINDINGS_SHOWN} more validated findings among them" if len(found) > FINDINGS_SHOWN else ""
     failed = any(h.status != "validated" for h in rows)
     report = {

@@ -67,7 +67,8 @@ def tally(rows: Iterable[Tested]) -> str:
 
 
 def counted(rows: Iterable[Tested]) -> str:
-    """'15 hypotheses: ' and their tally; 'no hypotheses' for none."""
+    """'15 hypotheses: 7 validated; ...': how many, in the right number, then their `tally`; 'no hypotheses'
+    for none."""
     rows = list(rows)
     noun = "hypothesis" if len(rows) == 1 else "hypotheses"
     return f"{len(rows)} {noun}: {tally(rows)}" if rows else "no hypotheses"
