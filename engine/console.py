@@ -189,10 +189,10 @@ def hypothesis_line(h: HypothesisRow) -> Text:
     return Text(text, no_wrap=True, overflow="ellipsis")
 
 
-def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) -> Group:
-    """Beneath the study table once hypotheses were tested: the hypotheses by status and why the others were not
-    validated (`engine.hypotheses.reasons`), the first validated findings (none the user rejected), and where
-    the rest are. `skipped`: why the stage tested nothing, if it did not."""
+def findings_text(rows: list[HypothesisRow], found: list[HypothesisRow], skipped: str | None, store: str) -> Group:
+    """Beneath the study table once hypotheses were tested: the hypotheses (`rows`) by status and why the others
+    were not validated (`engine.hypotheses.reasons`), the first findings (`found`: `queries.top_findings`), and
+    where the rest are. `skipped`: why the stage tested nothing, if it did not."""
     from engine.hypotheses.provenance import tested_split
     from engine.hypotheses.reasons import counted
 
@@ -200,7 +200,6 @@ def findings_text(rows: list[HypothesisRow], skipped: str | None, store: str) ->
         return Group(Text(f"Findings: no hypotheses: {skipped or NO_HYPOTHESES}."))
     head = Text("Findings: ", style="bold")
     head.append(f"{counted(rows)}.")
-    found = [h for h in rows if h.status == "validated" and h.decision != "rejected"]
     first = found[:FINDINGS_SHOWN]
     # a small study's finding drafted on the held-out fold is tested on the discovery one: both are "the other fold"
     tested_on = "other fold" if any(tested_split(h.provenance) == DISCOVERY for h in first) else "held-out"

@@ -243,8 +243,9 @@ def test_findings_tested_on_a_small_studys_discovery_fold_are_headed_other_fold(
     with Store(sample_study, read_only=True) as store:
         found = next(h for h in hypotheses(store.cursor()) if h.status == "validated")
     console = Console(file=io.StringIO(), width=200)
-    console.print(findings_text([found], None, "s.duckdb"))
-    console.print(findings_text([dataclasses.replace(found, provenance={"split": "discovery"})], None, "s.duckdb"))
+    console.print(findings_text([found], [found], None, "s.duckdb"))
+    other_fold = dataclasses.replace(found, provenance={"split": "discovery"})
+    console.print(findings_text([other_fold], [other_fold], None, "s.duckdb"))
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert [line.split()[:2] for line in shown.splitlines() if line.startswith("id ")] == [
         ["id", "held-out"],
@@ -258,5 +259,5 @@ def test_a_study_without_hypotheses_says_why_beneath_its_table() -> None:
     from engine.hypotheses.stage import NOTHING_HELD_OUT
 
     console = Console(file=io.StringIO(), width=400)
-    console.print(findings_text([], NOTHING_HELD_OUT, "s.duckdb"))
+    console.print(findings_text([], [], NOTHING_HELD_OUT, "s.duckdb"))
     assert console.file.getvalue().strip() == f"Findings: no hypotheses: {NOTHING_HELD_OUT}."  # type: ignore[attr-defined]

@@ -78,7 +78,7 @@ def print_summary(store: Store, summary: StudySummary | None = None, *, pointer:
     from rich.text import Text
 
     from engine.console import findings_text, summary_table
-    from engine.store.queries import hypotheses, study_summary
+    from engine.store.queries import hypotheses, study_summary, top_findings
 
     summary = summary or study_summary(store.cursor())
     output.out.print(summary_table(summary, str(store.path)))
@@ -87,7 +87,8 @@ def print_summary(store: Store, summary: StudySummary | None = None, *, pointer:
         output.out.print(Text(safe_text.clean(where) + "."))
     rows = hypotheses(store.cursor())
     if rows or any(s.stage == "hypotheses" for s in summary.stages):  # none yet, unless the stage said why
-        output.out.print(findings_text(rows, summary.metrics_of("hypotheses").get("skipped"), str(store.path)))
+        found = top_findings(store.cursor(), limit=None)
+        output.out.print(findings_text(rows, found, summary.metrics_of("hypotheses").get("skipped"), str(store.path)))
 
 
 def cmd_info(args: argparse.Namespace) -> int:

@@ -156,8 +156,8 @@ def hypothesis(con: Connection, hypothesis_id: int) -> HypothesisRow | None:
     return rows[0] if rows else None
 
 
-def top_findings(con: Connection, limit: int = 10) -> list[HypothesisRow]:
-    """Validated hypotheses not rejected by the user, most significant first."""
+def top_findings(con: Connection, limit: int | None = 10) -> list[HypothesisRow]:
+    """Validated hypotheses not rejected by the user, most significant first (all of them when `limit` is None)."""
     return _hypothesis_rows(con, "status = 'validated' AND coalesce(decision, '') <> 'rejected'", [], limit=limit)
 
 
