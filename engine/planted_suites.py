@@ -141,16 +141,16 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
     report = SuitesReport([], {}, saved["ablation"])
     for row in saved["results"]:
         suite, seed = row["suite"], row["seed"]
-        behaviours = _suite_behaviours(suite, seed)
+        behaviours = suite_behaviours(suite, seed)
         if suite in ("fixed", "unmodified"):
             stores = {RLDIFF: work / f"fixed-{seed}" / ("planted" if suite == "fixed" else "null")}
             truth_file = work / f"fixed-{seed}" / "planted" / "ground_truth.json"
         else:
-            folder = _folder(work, suite, seed)
+            folder = suite_folder(work, suite, seed)
             stores = {RLDIFF: folder / "study", ABLATION: folder / "ablation"}
             truth_file = folder / "files" / "ground_truth.json"
         rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
-        truth = _planted_segments(rows)
+        truth = planted_segments(rows)
         scores: dict[str, Score] = {}
         perfect: dict[str, list[float | None]] = {}
         for method, path in stores.items():
@@ -169,12 +169,13 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
     return report
 
 
-def _planted_segments(rows: list[dict[str, Any]]) -> list[PlantedSegment]:
+def planted_segments(rows: list[dict[str, Any]]) -> list[PlantedSegment]:
     """The planted segments of a suite's `ground_truth.json` rows."""
     return [PlantedSegment(**{k: r[k] for k in _TRUTH_FIELDS}) for r in rows]
 
 
-def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
+def suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
+    """The behaviours a suite plants with a vocabulary seed (none for the unmodified pairs)."""
     if suite == "fixed":
         return BEHAVIOURS
     if suite == "paraphrased":
@@ -190,7 +191,8 @@ def _suite_behaviours(suite: str, seed: int) -> tuple[Behaviour, ...]:
     return ()
 
 
-def _folder(work: Path, suite: str, seed: int) -> Path:
+def suite_folder(work: Path, suite: str, seed: int) -> Path:
+    """Where `run_suites` keeps a suite's files and stores under `work`."""
     return work / f"{suite.replace(' ', '').replace(',', '-').replace('%', 'pct')}-{seed}"
 
 
@@ -249,7 +251,7 @@ def run_suites(
         scores = {RLDIFF: bench.planted, BASELINE: bench.planted_baseline}
         folder = work / f"fixed-{seed}"
         with Store(folder / "planted.duckdb") as store:
-            truth = _planted_segments(json.loads((folder / "planted" / "ground_truth.json").read_text()))
+            truth = planted_segments(json.loads((folder / "planted" / "ground_truth.json").read_text()))
             perfect = _perfect(store, truth, BEHAVIOURS, config)
         seconds = time.perf_counter() - start
         report.results.append(SuiteResult("fixed", seed, names, scores, bench.planted_counts, seconds, perfect))
@@ -258,13 +260,13 @@ def run_suites(
     # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures. The
     # unmodified pair with reasoning is the null of every suite planted into that pair.
     studies: list[tuple[int, str, tuple[Behaviour, ...]]] = [
-        *((seed, name, _suite_behaviours(name, seed)) for seed in seeds for name in (*main, "unmodified, reasoning")),
+        *((seed, name, suite_behaviours(name, seed)) for seed in seeds for name in (*main, "unmodified, reasoning")),
         *((seeds[0], f"sweep {rate:.0%}", reasoning_behaviours(rate)) for rate in sweep),
     ]
     for seed, suite, behaviours in studies if main else ():
         config = replace(base, seed=seed)
         start = time.perf_counter()
-        folder = _folder(work, suite, seed)
+        folder = suite_folder(work, suite, seed)
         planted = plant_paraphrased(*pair_paths, folder / "files", seed, behaviours)
         if suite in _VARIED:
             report.variety.setdefault(seed, []).extend(variety(planted, seed))
