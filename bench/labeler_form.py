@@ -16,6 +16,12 @@ firing of the tested discovery feature row that matches the planted segments bes
 from the feature's example sentences, `carrier_seeds`): the best a drafter could start from in this study.
 Printed per behaviour: held-out recall in each checkpoint, false positives, F1, and the held-out test's p with
 the form's positives as the labels (`perfect_labeler_p`), beside the planted labels' own p; then totals.
+
+A second table takes each tested exemplar finding of a study split by task and distils its final labeler into
+a probe (fitted to the finding's discovery labels, the evidence sentences of its positives the carriers): both
+scored held out against the planted behaviour the finding's own labels match best, their p on the finding's
+first kind in its direction. Suites planted into sentences only (paraphrased, replies, habits, shifts); the
+fixed suite's folder has no `files/ground_truth.json` and is skipped.
 """
 
 from __future__ import annotations
@@ -233,6 +239,9 @@ def _distilled(store: Store, truth: list) -> Iterator[Finding]:
     disc, held = (
         replace(load_population(store, "before", "after", s), embedder=embedder) for s in (DISCOVERY, HELDOUT)
     )
+    after = set(
+        held.segments.join(held.rollouts, on="rollout_key").filter(pl.col("checkpoint") == "after")["segment_id"]
+    )
     rows = store.frame(
         "SELECT hypothesis_id, status, direction, spec FROM hypotheses WHERE labeler = 'verifier' ORDER BY 1"
     )
@@ -254,11 +263,6 @@ def _distilled(store: Store, truth: list) -> Iterator[Finding]:
             store.frame("SELECT segment_id FROM hypothesis_labels WHERE hypothesis_id = ? AND label", [hypothesis_id])[
                 "segment_id"
             ].to_list()
-        )
-        after = set(
-            held.segments.join(held.rollouts, on="rollout_key")
-            .filter(pl.col("checkpoint") == "after")["segment_id"]
-            .to_list()
         )
         f1, name = max(((Held(own, ids, after).f1, b) for b, ids in planted.items()), default=(0.0, "-"))
         name = name if f1 >= F1_RELATED else "-"
