@@ -6,6 +6,10 @@ drafting to measure: every segment of the behaviour's kind on the split a findin
 labelled by the planting itself, and the hypotheses stage's own held-out test (`validate`) runs on those labels.
 A small study's findings are tested on either fold (cross-fitting, docs/statistics.md section 12), so both
 folds are tested. The benchmark prints these p-values beside each behaviour's F1.
+
+Whether anything drafted it is the first question, and the best a drafter can start from is the feature row
+that fires most like the behaviour on discovery (`best_source_f1`): a miss whose best row isolates little of
+it is the sources' (a concept that catches part of a paraphrased behaviour), not the drafting's or the test's.
 """
 
 from __future__ import annotations
@@ -64,4 +68,38 @@ def perfect_labeler_p(
         )
         for b, result in zip(behaviours, results, strict=True):
             out[b.name].append(result.p_value)
+    return out
+
+
+# Per behaviour, the best F1 of a tested feature row of one kind firing on one split's segments of that kind.
+_BEST_SOURCE = """
+WITH planted AS (SELECT unnest(?::VARCHAR[]) AS behaviour, unnest(?::BIGINT[]) AS segment_id),
+fired AS (
+    SELECT sf.feature_id, sf.segment_id FROM segment_features sf JOIN features f USING (feature_id)
+    JOIN segments s USING (segment_id) JOIN rollouts r USING (rollout_key)
+    WHERE sf.activation > f.threshold AND r.split = ? AND s.kind = ?
+    AND sf.feature_id IN (SELECT feature_id FROM feature_deltas WHERE kind = ? AND tested)
+),
+sizes AS (SELECT feature_id, count(*) AS fired FROM fired GROUP BY ALL),
+wanted AS (SELECT behaviour, count(*) AS n FROM planted GROUP BY ALL),
+hits AS (SELECT p.behaviour, f.feature_id, count(*) AS tp FROM fired f JOIN planted p USING (segment_id) GROUP BY ALL)
+SELECT behaviour, max(2.0 * tp / (fired + n)) AS f1
+FROM hits JOIN sizes USING (feature_id) JOIN wanted USING (behaviour) GROUP BY ALL
+"""
+
+
+def best_source_f1(store: Store, planted: PlantedIds, behaviours: tuple[Behaviour, ...]) -> dict[str, float | None]:
+    """Per behaviour, the best F1 of a tested feature row of its kind (a latent, concept, group or structural
+    feature: what drafting draws its sources from) firing on discovery segments of that kind, against the
+    behaviour's planted discovery segments (`planted`: split -> behaviour -> segment ids); None where none of it
+    lies on discovery. In a small study discovery is the first fold, the one drafted from first."""
+    on_discovery = planted.get(DISCOVERY, {})
+    out: dict[str, float | None] = {b.name: None for b in behaviours}
+    for kind in dict.fromkeys(b.kind for b in behaviours):
+        ids = [(b.name, sid) for b in behaviours if b.kind == kind for sid in on_discovery.get(b.name, ())]
+        if not ids:
+            continue
+        names, segments = zip(*ids, strict=True)
+        found = dict(store.frame(_BEST_SOURCE, [list(names), list(segments), DISCOVERY, kind, kind]).iter_rows())
+        out |= {name: float(found.get(name, 0.0)) for name in dict.fromkeys(names)}
     return out

@@ -36,7 +36,7 @@ from engine.planted import (
     run_planted_benchmark,
     score,
 )
-from engine.planted_oracle import SPLITS_TESTED, perfect_labeler_p
+from engine.planted_oracle import SPLITS_TESTED, best_source_f1, perfect_labeler_p
 from engine.planted_paraphrase import (
     PARAPHRASED,
     REPLIES,
@@ -78,6 +78,18 @@ class SuiteResult:
     # behaviour -> the held-out test's p with the planted segments as labels, per split tested on
     # (`engine.planted_oracle`): what the study could confirm with a perfect labeler
     perfect_p: dict[str, list[float | None]] = field(default_factory=dict)
+    # behaviour -> the best discovery F1 of a tested feature row of its kind (`engine.planted_oracle`): how well
+    # the study's best source isolates it
+    source_f1: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What the study allows for each behaviour, whatever rldiff drafts: the perfect labeler's p and the best
+    source's F1 (`engine.planted_oracle`)."""
+
+    perfect_p: dict[str, list[float | None]]
+    source_f1: dict[str, float | None]
 
 
 @dataclass
@@ -105,23 +117,25 @@ def _scored(
     ablation: AnalyzeConfig | None,
     analyze: Callable[..., Any],
     progress: Progress,
-) -> tuple[dict[str, Score], dict[str, list[float | None]]]:
-    """Analyse one pair (and its ablation) in `work`, score rldiff and the baseline against the truth, and test
-    the truth itself (`perfect_labeler_p`)."""
+) -> tuple[dict[str, Score], Ceilings]:
+    """Analyse one pair (and its ablation) in `work`, score rldiff and the baseline against the truth, and
+    measure what the study allows (`_ceilings`)."""
     with analysed_study(work, "study", *files, config, analyze, progress, shared) as store:
         scores = _store_scores(store, truth, behaviours, config.fdr)
-        perfect = _perfect(store, truth, behaviours, config)
+        ceilings = _ceilings(store, truth, behaviours, config)
     if ablation is not None:
         with analysed_study(work, "ablation", *files, ablation, analyze, progress, shared) as store:
             scores[ABLATION] = _store_scores(store, truth, behaviours, None)[RLDIFF]
-    return scores, perfect
+    return scores, ceilings
 
 
-def _perfect(
-    store: Store, truth: list, behaviours: tuple[Behaviour, ...], config: AnalyzeConfig
-) -> dict[str, list[float | None]]:
+def _ceilings(store: Store, truth: list, behaviours: tuple[Behaviour, ...], config: AnalyzeConfig) -> Ceilings:
+    """The truth tested as labels (`perfect_labeler_p`) and the best source's F1 (`best_source_f1`)."""
     planted = planted_segment_ids(store, truth)
-    return perfect_labeler_p(store, planted, behaviours, fdr=config.fdr, n_permutations=config.permutations)
+    return Ceilings(
+        perfect_labeler_p(store, planted, behaviours, fdr=config.fdr, n_permutations=config.permutations),
+        best_source_f1(store, planted, behaviours),
+    )
 
 
 def _store_scores(store: Store, truth: list, behaviours: tuple[Behaviour, ...], fdr: float | None) -> dict[str, Score]:
@@ -152,19 +166,23 @@ def rescore(work_dir: str | Path, fdr: float = 0.05) -> SuitesReport:
         rows = json.loads(truth_file.read_text()) if suite != "unmodified" else []
         truth = planted_segments(rows)
         scores: dict[str, Score] = {}
-        perfect: dict[str, list[float | None]] = {}
+        ceilings = Ceilings({}, {})
         for method, path in stores.items():
             if path.with_suffix(".duckdb").is_file():
                 with Store(path.with_suffix(".duckdb")) as store:
                     found = _store_scores(store, truth, behaviours, fdr if method == RLDIFF else None)
                     if method == RLDIFF:
-                        perfect = _perfect(store, truth, behaviours, replace(last_config(store), fdr=fdr))
+                        ceilings = _ceilings(store, truth, behaviours, replace(last_config(store), fdr=fdr))
                 scores.update({method: found[RLDIFF], **({BASELINE: found[BASELINE]} if method == RLDIFF else {})})
         if suite in _VARIED:
             texts = [r["planted"] for r in rows]
             report.variety.setdefault(seed, []).extend(variety(Planted(Path(), Path(), truth, texts), seed))
         counts = _counts(truth, behaviours)
-        report.results.append(SuiteResult(suite, seed, row["behaviours"], scores, counts, row["seconds"], perfect))
+        report.results.append(
+            SuiteResult(
+                suite, seed, row["behaviours"], scores, counts, row["seconds"], ceilings.perfect_p, ceilings.source_f1
+            )
+        )
     _save(report, work)
     return report
 
@@ -252,9 +270,13 @@ def run_suites(
         folder = work / f"fixed-{seed}"
         with Store(folder / "planted.duckdb") as store:
             truth = planted_segments(json.loads((folder / "planted" / "ground_truth.json").read_text()))
-            perfect = _perfect(store, truth, BEHAVIOURS, config)
+            ceilings = _ceilings(store, truth, BEHAVIOURS, config)
         seconds = time.perf_counter() - start
-        report.results.append(SuiteResult("fixed", seed, names, scores, bench.planted_counts, seconds, perfect))
+        report.results.append(
+            SuiteResult(
+                "fixed", seed, names, scores, bench.planted_counts, seconds, ceilings.perfect_p, ceilings.source_f1
+            )
+        )
         report.results.append(SuiteResult("unmodified", seed, [], {RLDIFF: bench.null, BASELINE: bench.null_baseline}))
         _save(report, work)
     # Both seeds' main suites first, then the sweep: an interrupted run still has the main figures. The
@@ -271,7 +293,7 @@ def run_suites(
         if suite in _VARIED:
             report.variety.setdefault(seed, []).extend(variety(planted, seed))
         with_ablation = replace(ablation, seed=seed) if ablation and not suite.startswith("sweep") else None
-        scores, perfect = _scored(
+        scores, ceilings = _scored(
             folder,
             shared,
             (planted.before, planted.after),
@@ -284,7 +306,16 @@ def run_suites(
         )
         counts = _counts(planted.truth, behaviours)
         report.results.append(
-            SuiteResult(suite, seed, [b.name for b in behaviours], scores, counts, time.perf_counter() - start, perfect)
+            SuiteResult(
+                suite,
+                seed,
+                [b.name for b in behaviours],
+                scores,
+                counts,
+                time.perf_counter() - start,
+                ceilings.perfect_p,
+                ceilings.source_f1,
+            )
         )
         log.info("suite %s seed %d done in %.0f s", suite, seed, report.results[-1].seconds)
         _save(report, work)
@@ -383,15 +414,19 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         "small study's findings drafted on the held-out fold, discovery); planted: segments in all splits:"
     )
     yield ""
-    yield "| suite | seed | behaviour | planted | " + " | ".join(_methods(report)) + " | perfect labeler's p |"
-    yield "|---|---:|---|---:|" + "---:|" * len(_methods(report)) + "---:|"
+    methods = _methods(report)
+    yield (
+        "| suite | seed | behaviour | planted | " + " | ".join(methods) + " | best source's F1 | perfect labeler's p |"
+    )
+    yield "|---|---:|---|---:|" + "---:|" * len(methods) + "---:|---:|"
     for r in report.results:
         for name in r.behaviours:
-            f1 = [f"{r.scores[m].recall[name]:.2f}" if m in r.scores else "-" for m in _methods(report)]
+            f1 = [f"{r.scores[m].recall[name]:.2f}" if m in r.scores else "-" for m in methods]
+            source = r.source_f1.get(name)
             perfect = " / ".join(f"{p:.2g}" if p is not None else "-" for p in r.perfect_p.get(name, [])) or "-"
             yield (
                 f"| {r.suite} | {r.seed} | {name} | {r.planted_counts.get(name, 0)} | "
-                + " | ".join([*f1, perfect])
+                + " | ".join([*f1, "-" if source is None else f"{source:.2f}", perfect])
                 + " |"
             )
     yield ""
@@ -400,7 +435,10 @@ def report_lines(report: SuitesReport) -> Iterator[str]:
         "Perfect labeler's p: the held-out test of the behaviour with its planted segments as the labels "
         f"(`engine.planted_oracle`), on held-out tasks; in a small study on each fold ({folds}), as its "
         "findings are tested on either. Where it is far above the level, not even a labeler of exactly the "
-        "behaviour confirms it in this study: a miss there is the study's size, not rldiff's drafting."
+        "behaviour confirms it in this study: a miss there is the study's size, not rldiff's drafting. Best "
+        "source's F1: of the tested feature row of the behaviour's kind that fires most like it on discovery "
+        "(a latent, concept, group or structural feature: what drafting starts from). Where it is low, no "
+        "source isolates the behaviour, and a finding drafted from one measures part of it."
     )
     yield ""
     yield (

@@ -19,7 +19,7 @@ from engine.planted import (
     planted_segment_ids,
     score,
 )
-from engine.planted_oracle import perfect_labeler_p
+from engine.planted_oracle import best_source_f1, perfect_labeler_p
 from engine.store import Store
 
 
@@ -131,3 +131,42 @@ def test_a_perfect_labeler_confirms_what_the_study_can_and_nothing_where_nothing
         assert perfect_labeler_p(store, planted, tuple(common)) == {b.name: [] for b in common}
     finally:
         store.execute("DELETE FROM meta WHERE key = 'split_mode'")
+
+
+def _feature(store: Store, feature_id: int, kind: str, tested: bool, fires: list[int]) -> None:
+    """A feature with a row of `kind` that fires (activation 1.0 over threshold 0.5) on `fires`."""
+    store.execute(
+        "INSERT INTO features (feature_id, source, name, label, threshold) VALUES (?, 'concept', ?, '', 0.5)",
+        [feature_id, f"concept:{feature_id}"],
+    )
+    store.execute("INSERT INTO feature_deltas (feature_id, kind, tested) VALUES (?, ?, ?)", [feature_id, kind, tested])
+    store.execute("INSERT INTO segment_features SELECT unnest(?::BIGINT[]), ?, 1.0", [fires, feature_id])
+
+
+def test_the_best_source_is_the_tested_row_of_the_kind_that_fires_most_like_the_behaviour(planted_store) -> None:
+    """A tested text row firing on half the planted replies and as many others has F1 about 1/2; an untested
+    row, or one of another kind, firing on all of them does not count; a row firing on exactly them is 1.0."""
+    store, truth, _ = planted_store
+    planted = planted_segment_ids(store, truth)
+    email = sorted(planted[DISCOVERY]["email_summary"])
+    half = len(email) // 2
+    others = store.frame(
+        "SELECT segment_id FROM segments JOIN rollouts USING (rollout_key) WHERE kind = 'text' AND split = ? "
+        "AND segment_id NOT IN (SELECT unnest(?::BIGINT[])) ORDER BY segment_id LIMIT ?",
+        [DISCOVERY, email, half],
+    )["segment_id"].to_list()
+    email_only = (BEHAVIOURS[0], replace(BEHAVIOURS[0], name="never_planted"))
+    store.execute("BEGIN")
+    try:
+        _feature(store, 1, "text", True, email[:half] + others)
+        _feature(store, 2, "text", False, email)
+        _feature(store, 3, "reasoning", True, email)
+        got = best_source_f1(store, planted, email_only)
+        assert got["email_summary"] == pytest.approx(2 * half / (2 * half + len(email)))
+        assert got["never_planted"] is None
+        _feature(store, 4, "text", True, email)
+        assert best_source_f1(store, planted, email_only)["email_summary"] == 1.0
+        # where no row of its kind fires on it, the best source isolates none of it
+        assert best_source_f1(store, planted, (BEHAVIOURS[3],))["airport_check"] == 0.0
+    finally:
+        store.execute("ROLLBACK")

@@ -39,6 +39,8 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
     # the planted segments tested as labels, on the split the findings would be tested on
     assert set(planted.perfect_p) == set(planted.behaviours) and null.perfect_p == {}
     assert all(ps and all(p is None or 0 < p <= 1 for p in ps) for ps in planted.perfect_p.values())
+    # nothing past the split ran, so no feature row was tested: no source isolates anything
+    assert planted.source_f1 == dict.fromkeys(planted.behaviours, 0.0) and null.source_f1 == {}
     assert null.scores[BASELINE].validated == null.scores[BASELINE].false_discoveries
     for study in ("paraphrased-0", "unmodified-reasoning-0"):
         link = work / study / "study.duckdb.rldiff" / "cache"
@@ -48,7 +50,9 @@ def test_quick_run_scores_every_method_and_shares_one_cache(tmp_path: Path) -> N
     assert any("nothing validated on the unmodified pairs: **holds**" in x for x in lines)
     assert any(x.startswith("| paraphrased | 0 | rldiff | 0/6 | 0 |") for x in lines)
     p = planted.perfect_p["grader_awareness"][0]
-    assert any(x.startswith("| paraphrased | 0 | grader_awareness |") and x.endswith(f" | {p:.2g} |") for x in lines)
+    assert any(
+        x.startswith("| paraphrased | 0 | grader_awareness |") and x.endswith(f" | 0.00 | {p:.2g} |") for x in lines
+    )
     assert (work / "suites.json").is_file()
     again = rescore(work)  # the stores scored again, nothing analysed: the same figures
     assert [asdict(r) for r in again.results] == [asdict(r) for r in report.results]
