@@ -12,8 +12,8 @@ scored on the held-out segments of its kind:
   scores its best sentence, matched at the threshold with the best discovery F1.
 Each form is fitted to two labellings of the discovery segments: the behaviour's own planted segments (its
 carriers the planted sentences: what a source of exactly the behaviour would give), and, as "source ...", the
-firing of the tested discovery feature row that matches the planted segments best (F1; its carriers chosen
-from the feature's example sentences, `carrier_seeds`): the best a drafter could start from in this study.
+firing of the tested discovery feature row that matches the planted segments best (`best_sources`; its
+carriers chosen from the feature's example sentences, `carrier_seeds`): the best a drafter could start from.
 Printed per behaviour: held-out recall in each checkpoint, false positives, F1, and the held-out test's p with
 the form's positives as the labels (`perfect_labeler_p`), beside the planted labels' own p; then totals.
 
@@ -55,7 +55,7 @@ from engine.hypotheses.sources import example_sentences, firing_segments
 from engine.hypotheses.verifier import Verifier
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.planted import F1_RELATED, Behaviour, planted_segment_ids
-from engine.planted_oracle import perfect_labeler_p
+from engine.planted_oracle import best_sources, perfect_labeler_p
 from engine.planted_suites import planted_segments, suite_behaviours, suite_folder
 from engine.store import Store
 
@@ -167,22 +167,6 @@ def _fitted(
     return set(held.ids[matched].tolist()), set(held.ids[scores >= threshold].tolist())
 
 
-def _best_source(store: Store, disc: Split, kind: str, planted: np.ndarray) -> tuple[int, np.ndarray] | None:
-    """The tested discovery feature row of `kind` whose firing best matches the planted segments (F1): the
-    source drafting would do best to draft from, and where it fires."""
-    rows = store.frame("SELECT DISTINCT feature_id FROM feature_deltas WHERE kind = ? AND p_value IS NOT NULL", [kind])[
-        "feature_id"
-    ].to_list()
-    fired = firing_segments(store, rows).filter(pl.col("segment_id").is_in(disc.ids.tolist()))
-    best, best_f1 = None, 0.0
-    for (fid,), group in fired.group_by(["feature_id"]):
-        fires = np.isin(disc.ids, group["segment_id"].to_numpy())
-        f1 = 2 * (fires & planted).sum() / (fires.sum() + planted.sum())
-        if f1 > best_f1:
-            best, best_f1 = (int(fid), fires), f1
-    return best
-
-
 def _forms(store: Store, truth: list, behaviour: Behaviour, said: list[str]) -> dict[str, Held]:
     """Held-out positives of the planted labels and of each labeler form fitted to them and to the best source."""
     planted = planted_segment_ids(store, truth)
@@ -200,9 +184,10 @@ def _forms(store: Store, truth: list, behaviour: Behaviour, said: list[str]) -> 
     carrier = planted_carriers(disc.units, disc.owner, is_planted, said)
     exemplars, probe = _fitted(disc, held, is_planted, carrier, more, embedder)
     found = {"planted": truth_ids, "exemplars": exemplars, "probe": probe}
-    source = _best_source(store, disc, behaviour.kind, is_planted)
-    if source is not None:
-        fid, fires = source
+    source = best_sources(store, planted, (behaviour,))[behaviour.name]
+    if source is not None and source.feature_id is not None:
+        fid = source.feature_id
+        fires = np.isin(disc.ids, firing_segments(store, [fid])["segment_id"].to_numpy())
         by_segment = [segment_units(k, t, default_splitter) for k, t in disc.pairs]
         seeds = carrier_seeds(example_sentences(store, [fid]), by_segment, fires, embedder.embed)
         carrier = _nearest_carriers(embedder.embed(disc.units) @ embedder.embed(seeds).T, disc.owner, fires)

@@ -14,6 +14,8 @@ it is the sources' (a concept that catches part of a paraphrased behaviour), not
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -71,7 +73,8 @@ def perfect_labeler_p(
     return out
 
 
-# Per behaviour, the best F1 of a tested feature row of one kind firing on one split's segments of that kind.
+# Per behaviour, the tested feature row of one kind whose firing on one split's segments of that kind best
+# matches its planted segments (F1), and that F1.
 _BEST_SOURCE = """
 WITH planted AS (SELECT unnest(?::VARCHAR[]) AS behaviour, unnest(?::BIGINT[]) AS segment_id),
 fired AS (
@@ -82,24 +85,41 @@ fired AS (
 ),
 sizes AS (SELECT feature_id, count(*) AS fired FROM fired GROUP BY ALL),
 wanted AS (SELECT behaviour, count(*) AS n FROM planted GROUP BY ALL),
-hits AS (SELECT p.behaviour, f.feature_id, count(*) AS tp FROM fired f JOIN planted p USING (segment_id) GROUP BY ALL)
-SELECT behaviour, max(2.0 * tp / (fired + n)) AS f1
-FROM hits JOIN sizes USING (feature_id) JOIN wanted USING (behaviour) GROUP BY ALL
+hits AS (SELECT p.behaviour, f.feature_id, count(*) AS tp FROM fired f JOIN planted p USING (segment_id) GROUP BY ALL),
+scored AS (SELECT behaviour, feature_id, 2.0 * tp / (fired + n) AS f1 FROM hits JOIN sizes USING (feature_id)
+           JOIN wanted USING (behaviour))
+SELECT behaviour, arg_max(feature_id, (f1, -feature_id)) AS feature_id, max(f1) AS f1 FROM scored GROUP BY ALL
 """
 
 
-def best_source_f1(store: Store, planted: PlantedIds, behaviours: tuple[Behaviour, ...]) -> dict[str, float | None]:
-    """Per behaviour, the best F1 of a tested feature row of its kind (a latent, concept, group or structural
-    feature: what drafting draws its sources from) firing on discovery segments of that kind, against the
-    behaviour's planted discovery segments (`planted`: split -> behaviour -> segment ids); None where none of it
-    lies on discovery. In a small study discovery is the first fold, the one drafted from first."""
+@dataclass(frozen=True)
+class Source:
+    """The tested feature row that fires most like a behaviour on discovery (none where no row of its kind
+    fires on any of it), and its F1."""
+
+    feature_id: int | None
+    f1: float
+
+
+def best_sources(store: Store, planted: PlantedIds, behaviours: tuple[Behaviour, ...]) -> dict[str, Source | None]:
+    """Per behaviour, the tested feature row of its kind (a latent, concept, group or structural feature: what
+    drafting draws its sources from) whose firing on discovery segments of that kind best matches the
+    behaviour's planted discovery segments (`planted`: split -> behaviour -> segment ids), by F1; None where
+    none of it lies on discovery. In a small study discovery is the first fold, the one drafted from first."""
     on_discovery = planted.get(DISCOVERY, {})
-    out: dict[str, float | None] = {b.name: None for b in behaviours}
+    out: dict[str, Source | None] = {b.name: None for b in behaviours}
     for kind in dict.fromkeys(b.kind for b in behaviours):
         ids = [(b.name, sid) for b in behaviours if b.kind == kind for sid in on_discovery.get(b.name, ())]
         if not ids:
             continue
         names, segments = zip(*ids, strict=True)
-        found = dict(store.frame(_BEST_SOURCE, [list(names), list(segments), DISCOVERY, kind, kind]).iter_rows())
-        out |= {name: float(found.get(name, 0.0)) for name in dict.fromkeys(names)}
+        found = store.frame(_BEST_SOURCE, [list(names), list(segments), DISCOVERY, kind, kind])
+        best = {name: Source(int(fid), float(f1)) for name, fid, f1 in found.iter_rows()}
+        out |= {name: best.get(name, Source(None, 0.0)) for name in dict.fromkeys(names)}
     return out
+
+
+def best_source_f1(store: Store, planted: PlantedIds, behaviours: tuple[Behaviour, ...]) -> dict[str, float | None]:
+    """`best_sources`' F1 per behaviour: how well the study's best source isolates it (None: none of it on
+    discovery)."""
+    return {name: s.f1 if s else None for name, s in best_sources(store, planted, behaviours).items()}

@@ -19,7 +19,7 @@ from engine.planted import (
     planted_segment_ids,
     score,
 )
-from engine.planted_oracle import best_source_f1, perfect_labeler_p
+from engine.planted_oracle import Source, best_source_f1, best_sources, perfect_labeler_p
 from engine.store import Store
 
 
@@ -161,12 +161,13 @@ def test_the_best_source_is_the_tested_row_of_the_kind_that_fires_most_like_the_
         _feature(store, 1, "text", True, email[:half] + others)
         _feature(store, 2, "text", False, email)
         _feature(store, 3, "reasoning", True, email)
-        got = best_source_f1(store, planted, email_only)
-        assert got["email_summary"] == pytest.approx(2 * half / (2 * half + len(email)))
+        got = best_sources(store, planted, email_only)
+        assert got["email_summary"] == Source(1, pytest.approx(2 * half / (2 * half + len(email))))
         assert got["never_planted"] is None
         _feature(store, 4, "text", True, email)
-        assert best_source_f1(store, planted, email_only)["email_summary"] == 1.0
+        assert best_sources(store, planted, email_only)["email_summary"] == Source(4, 1.0)
+        assert best_source_f1(store, planted, email_only) == {"email_summary": 1.0, "never_planted": None}
         # where no row of its kind fires on it, the best source isolates none of it
-        assert best_source_f1(store, planted, (BEHAVIOURS[3],))["airport_check"] == 0.0
+        assert best_sources(store, planted, (BEHAVIOURS[3],))["airport_check"] == Source(None, 0.0)
     finally:
         store.execute("ROLLBACK")
