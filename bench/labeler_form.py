@@ -85,10 +85,10 @@ class Held:
         return 2 * len(self.positives & self.planted) / max(len(self.positives) + len(self.planted), 1)
 
 
-def _units(pairs: list[tuple[str, str]]) -> tuple[list[str], np.ndarray]:
-    """Every unit (`segment_units`) of (kind, text) segments, and the segment each belongs to."""
+def _units(pairs: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[str], np.ndarray]:
+    """Each (kind, text) segment's units (`segment_units`), all of them in order, and the segment each is of."""
     units = [segment_units(kind, text, default_splitter) for kind, text in pairs]
-    return [u for us in units for u in us], np.repeat(np.arange(len(units)), [len(us) for us in units])
+    return units, [u for us in units for u in us], np.repeat(np.arange(len(units)), [len(us) for us in units])
 
 
 def planted_carriers(units: list[str], owner: np.ndarray, planted: np.ndarray, said: list[str]) -> np.ndarray:
@@ -136,19 +136,23 @@ def segment_scores(unit_scores: np.ndarray, owner: np.ndarray, n: int) -> np.nda
 
 @dataclass(frozen=True)
 class Split:
-    """One split's segments of a kind: ids, checkpoints, (kind, text) pairs, and their units."""
+    """One split's segments of a kind: ids, checkpoints, (kind, text) pairs, their units (per segment, and all
+    in order with the segment each is of) and the units' embeddings."""
 
     ids: np.ndarray
     after: np.ndarray
     pairs: list[tuple[str, str]]
+    by_segment: list[tuple[str, ...]]
     units: list[str]
     owner: np.ndarray
+    vectors: np.ndarray
 
     @classmethod
-    def of(cls, frame: pl.DataFrame, kind: str) -> Split:
+    def of(cls, frame: pl.DataFrame, kind: str, embedder: Embedder) -> Split:
         pairs = [(kind, t) for t in frame["text"]]
-        units, owner = _units(pairs)
-        return cls(frame["segment_id"].to_numpy(), (frame["checkpoint"] == "after").to_numpy(), pairs, units, owner)
+        by_segment, units, owner = _units(pairs)
+        after = (frame["checkpoint"] == "after").to_numpy()
+        return cls(frame["segment_id"].to_numpy(), after, pairs, by_segment, units, owner, embedder.embed(units))
 
 
 def _fitted(
@@ -162,8 +166,8 @@ def _fitted(
     matched = np.zeros(len(held.ids), dtype=bool)
     for part in parts:
         matched |= np.array([m is not None and m.similarity >= part.min_similarity for m in matcher.best(part.texts)])
-    probe, threshold = fit_probe(embedder.embed(disc.units), disc.owner, carrier, fires)
-    scores = segment_scores(probe.decision_function(embedder.embed(held.units)), held.owner, len(held.ids))
+    probe, threshold = fit_probe(disc.vectors, disc.owner, carrier, fires)
+    scores = segment_scores(probe.decision_function(held.vectors), held.owner, len(held.ids))
     return set(held.ids[matched].tolist()), set(held.ids[scores >= threshold].tolist())
 
 
@@ -175,8 +179,10 @@ def _forms(store: Store, truth: list, behaviour: Behaviour, said: list[str]) -> 
         "WHERE s.kind = ? ORDER BY s.segment_id",
         [behaviour.kind],
     )
-    disc, held = (Split.of(segs.filter(pl.col("split") == split), behaviour.kind) for split in (DISCOVERY, HELDOUT))
     embedder = store_embedder(store)
+    disc, held = (
+        Split.of(segs.filter(pl.col("split") == split), behaviour.kind, embedder) for split in (DISCOVERY, HELDOUT)
+    )
     more = disc.after if behaviour.direction == "increase" else ~disc.after
     is_planted = np.isin(disc.ids, list(planted[DISCOVERY].get(behaviour.name, set())))
     truth_ids = set(planted.get(HELDOUT, {}).get(behaviour.name, set()))
@@ -188,9 +194,8 @@ def _forms(store: Store, truth: list, behaviour: Behaviour, said: list[str]) -> 
     if source is not None and source.feature_id is not None:
         fid = source.feature_id
         fires = np.isin(disc.ids, firing_segments(store, [fid])["segment_id"].to_numpy())
-        by_segment = [segment_units(k, t, default_splitter) for k, t in disc.pairs]
-        seeds = carrier_seeds(example_sentences(store, [fid]), by_segment, fires, embedder.embed)
-        carrier = _nearest_carriers(embedder.embed(disc.units) @ embedder.embed(seeds).T, disc.owner, fires)
+        seeds = carrier_seeds(example_sentences(store, [fid]), disc.by_segment, fires, embedder.embed)
+        carrier = _nearest_carriers(disc.vectors @ embedder.embed(seeds).T, disc.owner, fires)
         found["source exemplars"], found["source probe"] = _fitted(disc, held, fires, carrier, more, embedder)
     return {name: Held(positives, truth_ids, after) for name, positives in found.items()}
 
@@ -236,12 +241,12 @@ def _distilled(store: Store, truth: list) -> Iterator[Finding]:
             continue
         kinds = hypothesis_kinds("verifier", spec)
         labels = disc.verifier_labels(Verifier(spec, embedder=embedder), kinds)
-        units, owner = _units(list(disc.of_kinds(kinds).select("kind", "text").iter_rows()))
+        _, units, owner = _units(list(disc.of_kinds(kinds).select("kind", "text").iter_rows()))
         fires, evidence = labels["label"].to_numpy(), labels["evidence"].to_list()
         carrier = np.array([fires[o] and u == evidence[o] for u, o in zip(units, owner, strict=True)], dtype=bool)
         probe, threshold = fit_probe(embedder.embed(units), owner, carrier, fires)
         segs = held.of_kinds(kinds)
-        held_units, held_owner = _units(list(segs.select("kind", "text").iter_rows()))
+        _, held_units, held_owner = _units(list(segs.select("kind", "text").iter_rows()))
         scores = segment_scores(probe.decision_function(embedder.embed(held_units)), held_owner, segs.height)
         probed = set(segs["segment_id"].to_numpy()[scores >= threshold].tolist())
         own = set(
