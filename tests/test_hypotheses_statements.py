@@ -548,6 +548,25 @@ def test_a_change_the_other_findings_explain_is_their_side_effect() -> None:
     assert PLAIN_DISCOVERY.z_among(length, frozenset(), False) >= 2.0  # it was a change before the concept explained it
 
 
+def test_a_change_of_its_own_is_no_side_effect_of_findings_it_never_labels() -> None:
+    """Fewer re-checks (24 -> 6 of 60 turns) and, in other turns, more grader awareness (4 -> 12), its z just
+    above MIN_Z: set aside, the re-check turns leave fewer turns and the grader draft's z falls below MIN_Z, but
+    its change is all still there (shift suite, seed 7730, set such a draft aside as the re-check finding's
+    side effect; tested, it validated)."""
+    recheck = labelled("Fewer re-checks", {"regex": "r"}, 6.0, reasoning_ids(False, lambda i: i < 24)
+                       | reasoning_ids(True, lambda i: i < 6), "decrease")  # fmt: skip
+    grader = labelled("More grader awareness", {"regex": "g"}, 2.1, reasoning_ids(False, lambda i: 30 <= i < 34)
+                      | reasoning_ids(True, lambda i: 30 <= i < 42))  # fmt: skip
+    assert (
+        PLAIN_DISCOVERY.z_among(grader, frozenset(), False)
+        >= 2.0
+        > PLAIN_DISCOVERY.z_among(grader, recheck.hits, False)
+    )
+    kept = merge_near_duplicates([recheck, grader], PLAIN_DISCOVERY)
+    assert [d.statement for d in kept] == [recheck.statement, grader.statement]
+    assert kept[0].provenance["side_effects"] == []
+
+
 def test_a_broad_finding_whose_turns_grew_too_does_not_keep_a_side_effect_apart() -> None:
     """As above, beside a broad draft that holds the concept's turns and others of both checkpoints (an
     ordinary sentence's labeler, with a change of its own): the turns grew inside it too, so with it the

@@ -32,6 +32,10 @@ from engine.text import informative_words
 # overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
 # common property (a length bin holding 80% of turns) can reach at most 1.25.
 MIN_LIFT = 2.0
+# Other drafts' segments explain a draft's change only if, set aside, they leave at most this share of it (the
+# draft's change among the segments outside them, against its change among all): short turns that fell because
+# others grew keep none of their change outside the grown turns; a change of its own keeps all of it.
+EXPLAINED_SHARE = 0.5
 
 
 @dataclass
@@ -190,25 +194,47 @@ class DiscoverySplit:
         t = estimate / se if math.isfinite(se) else math.copysign(math.inf, estimate) if estimate else 0.0
         return t if draft.direction == "increase" else -t
 
-    def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
-        """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)
-        or not in it."""
+    def _among(self, draft: Draft, segments: frozenset[int], inside: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(labelled, is_after) over the discovery segments of the draft's kinds in `segments` (`inside`) or not
+        in it."""
         index, _ = self.index(draft.kinds)
         among = np.isin(index.segment_ids, np.fromiter(segments, dtype=np.int64, count=len(segments))) == inside
         hits = np.isin(index.segment_ids, np.fromiter(draft.hits, dtype=np.int64, count=len(draft.hits)))[among]
-        after = index.is_after[among]
+        return hits, index.is_after[among]
+
+    def z_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
+        """The draft's discovery z in its direction among the segments of its kinds in `segments` (`inside`)
+        or not in it."""
+        hits, after = self._among(draft, segments, inside)
         z = two_proportion_z(int(hits[after].sum()), int(after.sum()), int(hits[~after].sum()), int((~after).sum()))
         return z if draft.direction == "increase" else -z
+
+    def change_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
+        """The draft's discovery change in its direction (the share of after-segments it labels less the share
+        of before-segments) among the segments of its kinds in `segments` (`inside`) or not in it; 0 when one
+        checkpoint has none there."""
+        hits, after = self._among(draft, segments, inside)
+        if after.all() or not after.any():
+            return 0.0
+        change = float(hits[after].mean() - hits[~after].mean())
+        return change if draft.direction == "increase" else -change
 
     def explained(self, draft: Draft, segments: frozenset[int]) -> bool:
         """Whether other drafts' discovery positives `segments` explain the draft's change: it separates the
         checkpoints (z >= MIN_Z) neither outside them (its change is where they label) nor among them (it is
-        not a change of its own inside theirs, as fewer apologies inside the many short turns would be). Only
-        when `segments` leave at least half of each checkpoint's segments of the draft's kinds: setting most of
-        a checkpoint aside removes the evidence, it does not explain the change."""
+        not a change of its own inside theirs, as fewer apologies inside the many short turns would be), and
+        outside them at most EXPLAINED_SHARE of its change is left. Only when `segments` leave at least half of
+        each checkpoint's segments of the draft's kinds: setting most of a checkpoint aside removes the
+        evidence, it does not explain the change. The share, because a z falls with the segments set aside
+        whatever they explain: a grader-awareness draft at z 2.02 was set aside as the side effect of fewer
+        re-checks, whose turns it never labels (shift suite, seed 7730); tested, it validates."""
         if not self._leaves_half(draft, segments):
             return False
-        return max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) < MIN_Z
+        if max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) >= MIN_Z:
+            return False
+        return self.change_among(draft, segments, False) <= EXPLAINED_SHARE * self.change_among(
+            draft, frozenset(), False
+        )
 
     def _leaves_half(self, draft: Draft, segments: frozenset[int]) -> bool:
         """Whether setting `segments` aside leaves at least half of each checkpoint's segments of the draft's
