@@ -202,7 +202,7 @@ def strongest_first(rows: pl.DataFrame, *keys: str, loose_from: float = 1.0) -> 
     drafted only at the looser drafting level) go by their standardised change instead, |delta| in half-widths
     of the interval: most of their intervals cover 0, where the credible change is 0 for all and |delta| put
     the largest noisy changes of broad rows first (shift suite, seed 7728: a grader-awareness concept at
-    q = 0.057 ranked 43rd of its study's sources and was not drafted)."""
+    q = 0.057 ranked 44th of its study's sources and was not drafted)."""
     score = pl.when(pl.col("q_value") < loose_from).then(conservative_effect()).otherwise(standardised_change())
     return rows.with_columns(score=score, size=pl.col("delta").abs()).sort(
         ["score", "size", *keys], descending=[True, True] + [False] * len(keys)
