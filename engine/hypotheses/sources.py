@@ -195,9 +195,9 @@ def load_sources(
 
 
 def strongest_first(rows: pl.DataFrame, *keys: str, loose_from: float = 1.0) -> pl.DataFrame:
-    """Significant rows (delta, q_value, ci_low, ci_high), the largest credible change first: the distance of
-    the 95% interval from 0 (the exploratory ranking's score), then |delta|, then `keys`. Not by q: the
-    clearest changes share the refined Monte Carlo floor, where their q-values, and so which sources a limit
+    """Rows (delta, q_value, ci_low, ci_high) below the drafting level, the largest credible change first: the
+    distance of the 95% interval from 0 (the exploratory ranking's score), then |delta|, then `keys`. Not by q:
+    the clearest changes share the refined Monte Carlo floor, where their q-values, and so which sources a limit
     kept and which draft absorbed which, were the random draws' (session 39). Rows at q >= `loose_from` (those
     drafted only at the looser drafting level) go by their standardised change instead, |delta| in half-widths
     of the interval: most of their intervals cover 0, where the credible change is 0 for all and |delta| put
@@ -232,8 +232,8 @@ def _cluster_queue(sources: set[str]) -> str:
 
 
 def _in_turn(queues: dict[tuple[str, str], list[DraftSource]], limit: int) -> list[DraftSource]:
-    """The first of each queue (a family and a direction or "", in `_DRAFT_ORDER`, then any other), then the
-    second of each, ... up to `limit`."""
+    """The first of each queue (a family and a direction or "", in `_DRAFT_ORDER`, then any other; a family's
+    increases before its decreases), then the second of each, ... up to `limit`."""
     place = {name: i for i, name in enumerate(_DRAFT_ORDER)}
     order = sorted(queues, key=lambda q: (place.get(q[0], len(place)), q[1] != "increase"))
     picked: list[DraftSource] = []
