@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from engine.deltas.ranking import exploratory_order, standardised_change
+from engine.deltas.ranking import exploratory_order
 
 
 def _rows() -> pl.DataFrame:
@@ -65,14 +65,3 @@ def test_an_interval_of_nan_scores_zero_not_first() -> None:
     order = exploratory_order(rows, 104)
     assert order.filter(pl.col("feature_id") == 101)["score"].item() == 0.0
     assert order.filter(pl.col("family") == "rollout")["feature_id"].to_list() == [100, 101]
-
-
-def test_the_standardised_change_counts_half_widths_and_is_0_without_an_interval() -> None:
-    rows = pl.DataFrame(
-        {
-            "delta": [0.04, -0.2, 0.1, 0.1, 0.1],
-            "ci_low": [-0.001, -0.45, None, float("nan"), 0.1],
-            "ci_high": [0.081, 0.05, 0.2, 0.2, 0.1],
-        }
-    )
-    assert rows.select(standardised_change())["delta"].round(3).to_list() == [0.976, 0.8, 0.0, 0.0, 0.0]

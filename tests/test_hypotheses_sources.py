@@ -119,32 +119,3 @@ def test_sources_go_by_their_credible_change_not_by_monte_carlo_q(tmp_path: Path
             ).fetchall()
         names = [s.names[0] for s in load_sources(store, 0.05)]
     assert names == ["sae:2", "sae:3", "sae:1", "sae:0"]
-
-
-def _intervals(store: Store, rows: dict[int, tuple[float, float, float]]) -> None:
-    for feature_id, (delta, low, high) in rows.items():
-        store.execute(
-            "UPDATE feature_deltas SET delta = ?, ci_low = ?, ci_high = ? WHERE feature_id = ?",
-            [delta, low, high, feature_id],
-        ).fetchall()
-
-
-def test_loose_sources_go_by_their_standardised_change_not_by_their_size(tmp_path: Path) -> None:
-    """Below the drafting level but not significant, most intervals cover 0 (credible change 0 for all): a broad
-    row's large, noisy change must not come before a small change measured far more precisely."""
-    features = [(0, "concept", "reasoning", "concept", 0.3), (1, "concept", "reasoning", "concept", 0.06)]
-    with _study(tmp_path / "s.duckdb", features, []) as store:
-        _intervals(store, {0: (0.2, -0.05, 0.45), 1: (0.04, -0.001, 0.081)})  # 0.8 and 0.98 half-widths from 0
-        names = [s.names[0] for s in load_sources(store, 0.5, limit=1, significant=0.05)]
-    assert names == ["concept:1"]
-
-
-def test_loose_increases_and_decreases_take_turns_within_a_family(tmp_path: Path) -> None:
-    """A behaviour said in many wordings fills its family's queue with latents of one sign: the other sign's
-    loose sources still get every other slot."""
-    down = [(i, "concept", "reasoning", "concept", 0.1) for i in range(6)]
-    up = [(10, "concept", "reasoning", "concept", 0.3)]
-    with _study(tmp_path / "s.duckdb", down + up, []) as store:
-        _intervals(store, {i: (-0.1 - 0.01 * i, -0.2, 0.01) for i in range(6)} | {10: (0.05, -0.01, 0.11)})
-        names = [s.names[0] for s in load_sources(store, 0.5, limit=3, significant=0.05)]
-    assert names == ["concept:10", "concept:5", "concept:4"]

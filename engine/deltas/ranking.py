@@ -24,14 +24,6 @@ def conservative_effect() -> pl.Expr:
     return pl.when(low > 0).then(low).when(high < 0).then(-high).otherwise(0.0).fill_null(0.0)
 
 
-def standardised_change() -> pl.Expr:
-    """|delta| in half-widths of its 95% interval, a monotone measure of the interval's evidence that needs no
-    Monte Carlo draws (0 where the interval is missing or has no width)."""
-    low, high = pl.col("ci_low").fill_nan(None), pl.col("ci_high").fill_nan(None)
-    half = (high - low) / 2
-    return pl.when(half > 0).then(pl.col("delta").abs() / half).otherwise(0.0).fill_null(0.0)
-
-
 def exploratory_order(rows: pl.DataFrame, top: int) -> pl.DataFrame:
     """The first `top` of tested `rows` (feature_id, family, delta, ci_low, ci_high, p_value) in exploratory
     order, one per feature, with their `score` (conservative effect) and `family_rank` (1 = the family's best)."""

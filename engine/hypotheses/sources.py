@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from engine.deltas.ranking import conservative_effect, standardised_change
+from engine.deltas.ranking import conservative_effect
 from engine.hypotheses.equal_length import LENGTH_FEATURE
 from engine.hypotheses.length import BINNED_KINDS
 from engine.hypotheses.verifier import KINDS
-from engine.kinds import DIRECTIONS, DISCOVERY, FAMILIES
+from engine.kinds import DISCOVERY, FAMILIES
 from engine.store import Store
 from engine.store.queries import ngram_list
 
@@ -100,13 +100,9 @@ def load_sources(
     q < `significant` (the study's FDR level; all of them when None), then the others in the slots left. A
     looser level adds sources and takes none of the significant ones' places: taken in one turn, the weak rows
     of the structural, SAE and rollout families crowded a significant empathy concept out of the 40 slots
-    (shift suite, seed 7722), and its finding with it. Among those others each family's increases and decreases
-    take turns, by their standardised change (`strongest_first`): a behaviour said in many wordings fills its
-    family's queue with its latents, all of one sign (shift suite, seed 7724: 25 of the 40 were latents and
-    clusters of re-checking and empathy, both decreasing, and no latent of the three increasing behaviours). Then
-    every such length band of text or reasoning turns, beside the limit (a fact about length, drafted so that
-    `length_effects` can tell what it explains, takes no other source's place)."""
-    strong = significant if significant is not None else fdr
+    (shift suite, seed 7722), and its finding with it. Then every such length band of text or reasoning turns,
+    beside the limit (a fact about length, drafted so that `length_effects` can tell what it explains, takes no
+    other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
     kind_labels = store.frame("SELECT feature_id, kind, label FROM feature_kind_labels")
@@ -121,7 +117,6 @@ def load_sources(
             [fdr],
         ),
         "cluster_id",
-        loose_from=strong,
     )
     # A cluster's members strongest first; at equal membership a latent before a fact, so that a fact firing
     # exactly with a behaviour's latents (money amounts with re-checking) leaves the cluster their phrase.
@@ -161,7 +156,6 @@ def load_sources(
         ),
         "feature_id",
         "kind",
-        loose_from=strong,
     )
     # A feature significant for a segment kind is drafted for that kind; its rollout-level ('any') row only
     # when no segment kind is significant.
@@ -184,27 +178,19 @@ def load_sources(
                 origins=(f["source"],),
             )
         )
-    first = {(name, ""): [s for s in queue if s.q_value < strong] for name, queue in queues.items()}
-    then: dict[tuple[str, str], list[DraftSource]] = {
-        (name, direction): [s for s in queue if s.q_value >= strong and s.direction == direction]
-        for name, queue in queues.items()
-        for direction in DIRECTIONS
-    }
+    strong = significant if significant is not None else fdr
+    first = {name: [s for s in queue if s.q_value < strong] for name, queue in queues.items()}
+    then = {name: [s for s in queue if s.q_value >= strong] for name, queue in queues.items()}
     picked = _in_turn(first, limit)
     return picked + _in_turn(then, limit - len(picked)) + lengths
 
 
-def strongest_first(rows: pl.DataFrame, *keys: str, loose_from: float = 1.0) -> pl.DataFrame:
-    """Rows (delta, q_value, ci_low, ci_high) below the drafting level, the largest credible change first: the
-    distance of the 95% interval from 0 (the exploratory ranking's score), then |delta|, then `keys`. Not by q:
-    the clearest changes share the refined Monte Carlo floor, where their q-values, and so which sources a limit
-    kept and which draft absorbed which, were the random draws' (session 39). Rows at q >= `loose_from` (those
-    drafted only at the looser drafting level) go by their standardised change instead, |delta| in half-widths
-    of the interval: most of their intervals cover 0, where the credible change is 0 for all and |delta| put
-    the largest noisy changes of broad rows first (shift suite, seed 7728: a grader-awareness concept at
-    q = 0.057 ranked 44th of its study's sources and was not drafted)."""
-    score = pl.when(pl.col("q_value") < loose_from).then(conservative_effect()).otherwise(standardised_change())
-    return rows.with_columns(score=score, size=pl.col("delta").abs()).sort(
+def strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """Significant rows (delta, q_value, ci_low, ci_high), the largest credible change first: the distance of
+    the 95% interval from 0 (the exploratory ranking's score), then |delta|, then `keys`. Not by q: the
+    clearest changes share the refined Monte Carlo floor, where their q-values, and so which sources a limit
+    kept and which draft absorbed which, were the random draws' (session 39)."""
+    return rows.with_columns(score=conservative_effect(), size=pl.col("delta").abs()).sort(
         ["score", "size", *keys], descending=[True, True] + [False] * len(keys)
     )
 
@@ -231,11 +217,9 @@ def _cluster_queue(sources: set[str]) -> str:
     return "concept" if sources & {"concept", "group"} else "cluster"
 
 
-def _in_turn(queues: dict[tuple[str, str], list[DraftSource]], limit: int) -> list[DraftSource]:
-    """The first of each queue (a family and a direction or "", in `_DRAFT_ORDER`, then any other; a family's
-    increases before its decreases), then the second of each, ... up to `limit`."""
-    place = {name: i for i, name in enumerate(_DRAFT_ORDER)}
-    order = sorted(queues, key=lambda q: (place.get(q[0], len(place)), q[1] != "increase"))
+def _in_turn(queues: dict[str, list[DraftSource]], limit: int) -> list[DraftSource]:
+    """The first of each queue (in `_DRAFT_ORDER`, then any other), then the second of each, ... up to `limit`."""
+    order = [q for q in _DRAFT_ORDER if q in queues] + [q for q in queues if q not in _DRAFT_ORDER]
     picked: list[DraftSource] = []
     for rank in range(max((len(q) for q in queues.values()), default=0)):
         picked.extend(queues[name][rank] for name in order if rank < len(queues[name]))
