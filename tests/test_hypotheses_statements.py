@@ -567,6 +567,25 @@ def test_a_change_of_its_own_is_no_side_effect_of_findings_it_never_labels() -> 
     assert kept[0].provenance["side_effects"] == []
 
 
+def test_a_phrase_of_a_few_of_a_facts_turns_does_not_take_its_place() -> None:
+    """Fewer turns that mention money (the re-checks: 24 -> 12 of 60 turns, z just above MIN_Z) and, inside six
+    of the before turns, a phrase ("per unit"): set aside, the phrase's turns take the fact's z below MIN_Z,
+    but two thirds of its change is still there. The fact stays the finding and the phrase is its narrower
+    wording (shift suite, seed 7737: the phrase took the place of the fact, F1 .93 with the re-checks, and was
+    not replicated)."""
+    turns = reasoning_ids(False, lambda i: i < 24) | reasoning_ids(True, lambda i: i < 12)
+    money = labelled("Mentions an amount of money", {"structural": "money"}, 2.4, turns, "decrease")
+    few = reasoning_ids(False, lambda i: i < 6)
+    phrase = labelled('Fewer turns containing "per unit"', {"regex": "per unit"}, 2.5, few, "decrease")
+    messages = PLAIN_DISCOVERY.same_messages(phrase.hits)
+    assert PLAIN_DISCOVERY.z_among(money, frozenset(), False) >= 2.0 > PLAIN_DISCOVERY.z_among(money, messages, False)
+    [kept] = merge_near_duplicates([money, phrase], PLAIN_DISCOVERY)
+    assert kept.statement == money.statement
+    assert [(m["statement"], m["relation"]) for m in kept.provenance["merged"]] == [
+        (phrase.statement, "narrower wording")
+    ]
+
+
 def test_a_broad_finding_whose_turns_grew_too_does_not_keep_a_side_effect_apart() -> None:
     """As above, beside a broad draft that holds the concept's turns and others of both checkpoints (an
     ordinary sentence's labeler, with a change of its own): the turns grew inside it too, so with it the

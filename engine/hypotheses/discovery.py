@@ -32,9 +32,10 @@ from engine.text import informative_words
 # overall: wordings of one behaviour overlap far above chance (x10 and more on the planted benchmark), a
 # common property (a length bin holding 80% of turns) can reach at most 1.25.
 MIN_LIFT = 2.0
-# Other drafts' segments explain a draft's change only if, set aside, they leave at most this share of it (the
-# draft's change among the segments outside them, against its change among all): short turns that fell because
-# others grew keep none of their change outside the grown turns; a change of its own keeps all of it.
+# Other drafts' segments explain a draft's change, or a narrower draft's messages carry it, only if, set aside,
+# they leave at most this share of it (the draft's change among the segments outside them, against its change
+# among all): short turns that fell because others grew keep none of their change outside the grown turns, nor
+# "one of several tool calls" outside a new tool's messages; a change of its own keeps all of it.
 EXPLAINED_SHARE = 0.5
 
 
@@ -232,6 +233,11 @@ class DiscoverySplit:
             return False
         if max(self.z_among(draft, segments, False), self.z_among(draft, segments, True)) >= MIN_Z:
             return False
+        return self._takes_change(draft, segments)
+
+    def _takes_change(self, draft: Draft, segments: frozenset[int]) -> bool:
+        """Whether setting `segments` aside takes most of the draft's change with them: at most EXPLAINED_SHARE of
+        it is left among the segments outside them."""
         return self.change_among(draft, segments, False) <= EXPLAINED_SHARE * self.change_among(
             draft, frozenset(), False
         )
@@ -307,13 +313,20 @@ class DiscoverySplit:
 
     def carried_by(self, draft: Draft, narrower: Draft) -> bool:
         """Whether a narrower draft, lying mostly inside the draft, carries its change: outside the messages
-        that hold the narrower draft's positives the draft separates the checkpoints (z >= MIN_Z) no more, and
-        setting those messages aside leaves at least half of each checkpoint's segments (`explained`'s
-        condition). The narrower draft is then the fact, the draft a property of the messages it is in."""
+        that hold the narrower draft's positives the draft separates the checkpoints (z >= MIN_Z) no more and
+        keeps at most EXPLAINED_SHARE of its change, and setting those messages aside leaves at least half of
+        each checkpoint's segments (`explained`'s conditions). The narrower draft is then the fact, the draft a
+        property of the messages it is in. The share, because a draft near z = 2 falls below it when any of its
+        segments are set aside: on shift seed 7737 "Mentions an amount of money" (the re-checks' turns, F1 .93)
+        gave way to a phrase of 13 of its 148 turns that left 69% of its change outside."""
         if not mostly_inside(len(narrower.hits & draft.hits), len(narrower.hits)):
             return False
         messages = self.same_messages(narrower.hits)
-        return self._leaves_half(draft, messages) and self.z_among(draft, messages, False) < MIN_Z
+        return (
+            self._leaves_half(draft, messages)
+            and self.z_among(draft, messages, False) < MIN_Z
+            and self._takes_change(draft, messages)
+        )
 
     def rates(self, hits: np.ndarray, kinds: tuple[str, ...]) -> Rates:
         _, segs = self.index(kinds)
