@@ -17,6 +17,7 @@ from engine.config import AnalyzeConfig
 from engine.errors import InputError
 from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.lexical import lexical_sources
+from engine.hypotheses.reasons import NO_MATCH, TOO_SMALL
 from engine.hypotheses.sources import DRAFT_FDR
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.kinds import DISCOVERY, HELDOUT
@@ -120,16 +121,16 @@ def test_a_phrase_no_feature_catches_is_found_lexically(tmp_path: Path) -> None:
 
 
 def test_every_heldout_test_stays_in_the_family_across_reruns_and_tests(study, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A re-run that drafts none of the earlier drafts (a drafting level and FDR no source reaches) drops them,
-    but not their held-out tests: every stored q-value is the BH q over all held-out tests ever run on the
-    split."""
+    """A re-run that drafts none of the earlier drafts (no source) drops them, but not their held-out tests:
+    every stored q-value is the BH q over all held-out tests ever run on the split."""
     store, _ = study
     run_stage(store)
     first = set(store.frame("SELECT statement, spec FROM heldout_tests").rows())
     hid = lifecycle.add_hypothesis(store, "More departures", pattern="departs", kind="text")
     lifecycle.test_hypothesis(store, hid)
-    monkeypatch.setattr(stage, "DRAFT_FDR", 1e-12)
-    stage.run(store, replace(CONFIG, fdr=1e-12), np.random.default_rng(1), NullProgress())
+    monkeypatch.setattr(stage, "load_sources", lambda *args, **kwargs: [])
+    monkeypatch.setattr(stage, "lexical_sources", lambda *args, **kwargs: [])
+    stage.run(store, replace(CONFIG, seed=4), np.random.default_rng(1), NullProgress())
     assert store.scalar("SELECT count(*) FROM hypotheses") == 1  # the drafts are gone; the user's stays
     tests = store.frame("SELECT statement, spec, p_value FROM heldout_tests")
     assert len(first) == 2 and first <= set(tests.select("statement", "spec").rows()) and tests.height == 3
@@ -211,7 +212,7 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path, monkeypatch
         metrics = json.loads(store.scalar("SELECT metrics FROM runs WHERE stage = 'hypotheses'"))
         assert metrics["cross_fitted"] is True
         rows = store.frame(
-            "SELECT hypothesis_id, statement, status, provenance, p_value, q_value FROM hypotheses"
+            "SELECT hypothesis_id, statement, status, reason, provenance, p_value, q_value FROM hypotheses"
         ).to_dicts()
         for r in rows:
             provenance = json.loads(r["provenance"])
@@ -227,9 +228,12 @@ def test_small_study_is_cross_fitted_with_one_family(tmp_path: Path, monkeypatch
         assert artifact and all(where == HELDOUT and status != "validated" for where, status in artifact)
         specs = store.frame("SELECT spec::VARCHAR AS spec FROM hypotheses")["spec"]
         assert specs.n_unique() == len(specs)  # no claim drafted on both folds is tested twice
-        p = np.array([r["p_value"] for r in rows])
         assert store.scalar("SELECT count(*) FROM heldout_tests") == len(rows)
-        assert np.allclose([r["q_value"] for r in rows], bh_qvalues(p))
+        # one family for both folds, less the tests that cannot reach the level (Tarone): they have no q
+        counted = [r for r in rows if r["q_value"] is not None]
+        p = np.array([r["p_value"] for r in counted])
+        assert counted and np.allclose([r["q_value"] for r in counted], bh_qvalues(p))
+        assert all(r["reason"].startswith((TOO_SMALL, NO_MATCH)) for r in rows if r["q_value"] is None)
         # `hypothesis test` of a fold-B hypothesis labels discovery again, and keeps it in the one family
         fold_b = next(r["hypothesis_id"] for r in rows if json.loads(r["provenance"])["split"] == DISCOVERY)
         assert lifecycle.test_hypothesis(store, fold_b).status != "validated"

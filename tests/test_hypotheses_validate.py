@@ -11,6 +11,7 @@ from factories_hypotheses import Planted, make_study
 
 from engine.hypotheses.judge import judge_labels, stratified_sample
 from engine.hypotheses.population import load_population
+from engine.hypotheses.reasons import TOO_SMALL
 from engine.hypotheses.validate import Claim, _decide, validate
 from engine.hypotheses.verifier import Verifier
 from engine.kinds import HELDOUT
@@ -101,6 +102,29 @@ def test_earlier_tests_stay_counted_and_the_mde_is_at_the_bh_level(study) -> Non
     later = validate(heldout, labels, claims, np.random.default_rng(1), n_permutations=300, previous_p=[0.5] * 50)
     assert later[1].p_value == plain[1].p_value and later[1].q_value > plain[1].q_value
     assert later[1].mde > plain[1].mde  # the MDE is at the BH level for a lone finding: fdr / m
+
+
+def test_a_claim_that_cannot_reach_the_level_is_not_counted_in_the_family(study) -> None:
+    """Tarone: a labeler that fires in two held-out tasks gives the sign-flip over tasks nothing to flip
+    elsewhere, so no p below 2 / 2^2 whatever the checkpoints: it "cannot detect at this size", has no q, and
+    is not one of the family's tests, so the apology finding beside it is a family of one (q = p). Shift
+    suite seed 7738: phrases of two or three rollouts, untestable held out, held a finding at q = 0.058."""
+    store, _ = study
+    heldout = load_population(store, "before", "after", HELDOUT)
+    tasks = heldout.segments.select("segment_id", "task_id")
+    two = sorted(set(tasks["task_id"]))[:2]
+    narrow = (
+        labels_for(heldout, 1, {"regex": "apologi[sz]e"}, ["text"])
+        .join(tasks, on="segment_id")
+        .with_columns(label=pl.col("label") & pl.col("task_id").is_in(two))
+        .drop("task_id")
+    )
+    labels = pl.concat([labels_for(heldout, 0, {"regex": "apologi[sz]e"}, ["text"]), narrow])
+    claims = [Claim(0, "increase"), Claim(1, "increase")]
+    found, few = validate(heldout, labels, claims, np.random.default_rng(2), n_permutations=300, new_tasks=True)
+    assert few.floor is not None and few.floor >= 0.5 and few.q_value is None
+    assert few.status == "inconclusive" and few.reason.startswith(TOO_SMALL)
+    assert found.status == "validated" and found.q_value == pytest.approx(found.p_value)
 
 
 def test_task_level_test_speaks_for_new_tasks(study) -> None:

@@ -151,8 +151,12 @@ def validate(
     signs = [1.0 if claim.direction == "increase" else -1.0 for claim in claims]
     spreads = _task_spread(test, population.task_ids(), signs)
     earlier = np.asarray(previous_p or [], dtype=np.float64)
-    q = bh_qvalues(np.concatenate([test.p_value, earlier]))[: len(claims)]
-    m = int(np.isfinite(test.p_value).sum() + np.isfinite(earlier).sum())
+    # Tarone: a claim whose floor is above the level cannot be validated and is not counted in BH's m (its
+    # floor does not depend on the checkpoint labels: the test conditions on it); earlier tests all stay counted
+    reachable = test.floor <= fdr
+    q = np.full(len(claims), np.nan)
+    q[reachable] = bh_qvalues(np.concatenate([test.p_value[reachable], earlier]))[: int(reachable.sum())]
+    m = int(np.isfinite(test.p_value[reachable]).sum() + np.isfinite(earlier).sum())
     mde = _mde(counts, totals, is_after, task, new_tasks, alpha=fdr / max(m, 1))
     # Within checkpoint and task: each checkpoint's association, pooled.
     strata = np.unique(np.stack([task, is_after]), axis=1, return_inverse=True)[1].ravel()
@@ -363,22 +367,23 @@ def _decide(
 ) -> tuple[Status, str]:
     if n == 0:
         return "inconclusive", f"{NOTHING_LABELLED}: no {where} segment of the kinds this labeler reads"
-    if not np.isfinite(delta) or not np.isfinite(q):
+    too_small = bool(np.isfinite(floor) and floor > fdr)  # not counted in BH (Tarone): it has no q
+    if not np.isfinite(delta) or not (np.isfinite(q) or too_small):
         return "inconclusive", f"{NO_TASK} of both checkpoints"
     interval = f"CI {lo * 100:+.1f} to {hi * 100:+.1f} pts" if np.isfinite(lo) else "no CI: too few rollouts"
     # p beside q: a 95% interval clear of 0 with q above the level is the correction over the family's m tests
-    tests = f"p={p:.2g}, q={q:.3g} over {m} tests" if m > 1 else f"q={q:.3g}"
+    tests = f"p={p:.2g}" if too_small else f"p={p:.2g}, q={q:.3g} over {m} tests" if m > 1 else f"q={q:.3g}"
     change = f"{before:.1%} -> {after:.1%} on {where} ({scope}; delta {delta * 100:+.1f} pts, {interval}, {tests})"
     if before == 0 and after == 0:
         return "rejected", f"{NO_MATCH} {where} segment"
+    if too_small:
+        return "inconclusive", (
+            f"{TOO_SMALL}: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; {change}"
+        )
     if q < fdr and sign * delta > 0:
         return "validated", change
     if q < fdr:
         return "rejected", f"{OTHER_WAY}: {change}"
-    if np.isfinite(floor) and floor > fdr:
-        return "inconclusive", (
-            f"{TOO_SMALL}: the held-out design's smallest attainable p is {floor:.2g} > {fdr:g}; {change}"
-        )
     if np.isfinite(lo) and max(sign * lo, sign * hi) < MIN_EFFECT:
         claimed = "rise" if sign > 0 else "fall"  # the interval may hold a change the other way
         ruled_out = f"the CI rules out a {claimed} of {MIN_EFFECT * 100:.0f} pts or more"

@@ -17,11 +17,15 @@ from engine.stats.strata import feature_strata, stratified_levels
 
 log = logging.getLogger(__name__)
 
+CONTRIBUTION_TOLERANCE = 1e-12  # a task's contribution (a weighted difference of rates) below this is none
+
 
 @dataclass(frozen=True)
 class PrevalenceTest:
     """Per feature: task-weighted mean rollout rate per checkpoint, delta (after - before), its CI, p-value,
-    the smallest p-value the design allows (`floor`), the pooled shares sum(c)/sum(t), and what the test
+    the smallest p-value the test can give it whatever the checkpoint labels (`floor`: 2 / 2^k over the k
+    tasks whose contribution is not 0 for the sign-flip, any labelling of its rates within task for the
+    permutation test; the test conditions on both), the pooled shares sum(c)/sum(t), and what the test
     speaks for ('these tasks' for the within-task test, 'new tasks' for the sign-flip over tasks); and the
     per-task levels the delta is the weighted mean of, with the task of each."""
 
@@ -130,8 +134,12 @@ def test_prevalence(
     before, after = levels.standardised()
     low, high = effect_interval(effect.estimate, effect.se, effect.df, confidence)
     if new_tasks:
-        p = signflip_pvalues(levels.contributions(), rng, max_permutations or n_permutations)[0]
-        floor = np.full(counts.shape[1], signflip_floor(design.n_tasks))
+        contributions = levels.contributions()
+        p = signflip_pvalues(contributions, rng, max_permutations or n_permutations)[0]
+        # a task with no contribution (no rollout of one checkpoint with segments of the kind, or equal rates)
+        # flips nothing: the floor is over the others, which the test conditions on (|contribution|)
+        moving = (np.abs(contributions) > CONTRIBUTION_TOLERANCE).sum(axis=0)
+        floor = np.array([signflip_floor(int(k)) for k in moving])
         scope = "new tasks"
     else:
         budget = max_permutations or n_permutations
