@@ -133,8 +133,8 @@ def revalidate(
     first = {split: run(split, []) for split in groups} if len(groups) > 1 else {}
     by_index: dict[int, Validation] = {}
     for split, members in groups.items():
-        others = [v.p_value for s, vs in first.items() if s != split for v in vs
-                  if v.p_value is not None and v.q_value is not None]  # counted in the family
+        counted = (v for s, vs in first.items() if s != split for v in vs if v.q_value is not None)  # in BH's m
+        others = [v.p_value for v in counted if v.p_value is not None]
         by_index.update(zip(members, run(split, others), strict=True))
     results = [by_index[i] for i in range(rows.height)]
     results = [
