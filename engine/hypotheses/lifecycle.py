@@ -90,8 +90,9 @@ def revalidate(
     store: Store, populations: dict[Split, Population], config: AnalyzeConfig, rng: np.random.Generator
 ) -> list[Validation]:
     """Test every labelled hypothesis on the split it is tested on (`populations`: split -> Population,
-    loaded here when missing) as one family: BH across all of them and every earlier held-out test, from
-    `heldout_tests`; by sign-flip over tasks when the split held out whole tasks. Writes the results."""
+    loaded here when missing) as one family: BH across all of them that can reach the level (`validate`) and
+    every earlier held-out test, from `heldout_tests`; by sign-flip over tasks when the split held out whole
+    tasks. Writes the results."""
     rows = store.frame(
         "SELECT hypothesis_id, direction, statement, spec, provenance, coalesce(exploratory, FALSE) AS exploratory, "
         "provenance ->> 'exploratory' AS exploratory_reason FROM hypotheses "

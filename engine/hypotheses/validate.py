@@ -1,7 +1,8 @@
 """Held-out validation: each rollout's labelled rate per checkpoint, a task-level sign-flip test when held-out
 tasks are new tasks (the within-task test, "these tasks", when the split is within task), BH across every
-hypothesis ever tested on the split, intervals on the same estimand, the design's floor or the minimum
-detectable effect at the BH level, and association with reward. Methods: docs/statistics.md."""
+hypothesis ever tested on the split but the current claims whose floor is above the level (Tarone), intervals
+on the same estimand, each claim's floor or the minimum detectable effect at the BH level, and association
+with reward. Methods: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -120,7 +121,8 @@ def validate(
     new_tasks: bool = False,
     previous_p: list[float] | None = None,
 ) -> list[Validation]:
-    """Test every claim on held-out labels (hypothesis_id, segment_id, label, weight), one family for BH.
+    """Test every claim on held-out labels (hypothesis_id, segment_id, label, weight), one family for BH (less
+    the claims whose floor is above `fdr`: they cannot be validated, have no q and are not counted).
 
     new_tasks: held-out tasks are not discovery tasks (split by task or environment): sign-flip over tasks.
     previous_p: p-values of hypotheses tested on this split before and no longer among the claims; they stay
