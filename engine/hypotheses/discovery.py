@@ -210,11 +210,11 @@ class DiscoverySplit:
         z = two_proportion_z(int(hits[after].sum()), int(after.sum()), int(hits[~after].sum()), int((~after).sum()))
         return z if draft.direction == "increase" else -z
 
-    def change_among(self, draft: Draft, segments: frozenset[int], inside: bool) -> float:
+    def _change_outside(self, draft: Draft, segments: frozenset[int]) -> float:
         """The draft's discovery change in its direction (the share of after-segments it labels less the share
-        of before-segments) among the segments of its kinds in `segments` (`inside`) or not in it; 0 when one
-        checkpoint has none there."""
-        hits, after = self._among(draft, segments, inside)
+        of before-segments) among the segments of its kinds not in `segments`; 0 when one checkpoint has none
+        there."""
+        hits, after = self._among(draft, segments, False)
         if after.all() or not after.any():
             return 0.0
         change = float(hits[after].mean() - hits[~after].mean())
@@ -238,9 +238,7 @@ class DiscoverySplit:
     def _takes_change(self, draft: Draft, segments: frozenset[int]) -> bool:
         """Whether setting `segments` aside takes most of the draft's change with them: at most EXPLAINED_SHARE of
         it is left among the segments outside them."""
-        return self.change_among(draft, segments, False) <= EXPLAINED_SHARE * self.change_among(
-            draft, frozenset(), False
-        )
+        return self._change_outside(draft, segments) <= EXPLAINED_SHARE * self._change_outside(draft, frozenset())
 
     def _leaves_half(self, draft: Draft, segments: frozenset[int]) -> bool:
         """Whether setting `segments` aside leaves at least half of each checkpoint's segments of the draft's
