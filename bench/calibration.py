@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from scipy import stats
 
 from engine.deltas import ANY, DiscoveryCounts, compute_deltas
+from engine.kinds import family_of
 from engine.progress import NullProgress
 from engine.stats.design import task_onehot
 from engine.stats.fdr import family_qvalues
@@ -298,7 +299,7 @@ def independent_units_reference(
     family = np.r_[
         np.repeat("sae", scenario.n_text),
         np.repeat("structural", scenario.n_tool),
-        np.repeat("rollout", fires.shape[1]),
+        [family_of(source, ANY) for source in data.features["source"].to_list()],
     ]
     return pl.DataFrame(
         {
@@ -376,7 +377,7 @@ def report(scenario: Scenario, result: Tally, studies: int, seconds: float) -> l
                 reference_power = _share(result.reference_found[family], result.planted.get(family, 0))
                 reference_size = _share(result.reference_null_p05[family], result.reference_null[family])
                 what += f" (independent units: power {reference_power}, size {reference_size})"
-        lines.append(f"  {family:<11} {what}  coverage {cover} (>= 94% from 10 tasks)")
+        lines.append(f"  {family:<14} {what}  coverage {cover} (>= 94% from 10 tasks)")
     return lines
 
 

@@ -21,10 +21,11 @@ DeltaSort = Literal["abs_delta", "increase", "decrease", "q", "label"]  # orders
 DELTA_SORTS: tuple[DeltaSort, ...] = get_args(DeltaSort)
 
 # Each family gets its own Benjamini-Hochberg correction (docs/statistics.md): a few strong structural tests
-# must not drown among thousands of SAE tests, and rollout-level rows (which length can move) stay apart.
-Family = Literal["structural", "sae", "concept", "lexical", "rollout"]
+# must not drown among thousands of SAE tests, and rollout-level rows (which length can move) stay apart, the
+# structural facts' ('rollout': calls a tool, meets an error; a few dozen) from the latents' ('latent_rollout':
+# SAE latents, concepts and groups, hundreds).
+Family = Literal["structural", "sae", "concept", "lexical", "rollout", "latent_rollout"]
 FAMILIES: tuple[Family, ...] = get_args(Family)
-ROLLOUT_FAMILY: Family = "rollout"
 # features.source -> family; concept features and behaviour groups are one family.
 SOURCE_FAMILIES: dict[str, Family] = {
     "structural": "structural",
@@ -53,8 +54,9 @@ HELDOUT: Split = "heldout"
 
 
 def family_of(source: str, kind: str) -> str:
-    """The testing family of a feature of `source` on segment `kind` ('any' rows are the rollout family).
-    A source not listed is its own family, so a new source never joins another's correction silently."""
+    """The testing family of a feature of `source` on segment `kind`: 'any' rows are the rollout family for
+    structural facts, the latent_rollout family for every other source. A source not listed is its own family,
+    so a new source never joins another's correction silently."""
     if kind == ANY:
-        return ROLLOUT_FAMILY
+        return "rollout" if source == "structural" else "latent_rollout"
     return SOURCE_FAMILIES.get(source, source)

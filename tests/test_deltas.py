@@ -15,6 +15,7 @@ from engine.errors import InputError
 from engine.ingest import ingest_file
 from engine.kinds import DISCOVERY
 from engine.progress import NullProgress
+from engine.stats.fdr import bh_qvalues
 from tests.factories_stats import build_study
 
 CONFIG = AnalyzeConfig(before="before", after="after", permutations=499)
@@ -111,7 +112,7 @@ def test_prevalence_rates_and_threshold_match_a_direct_count(study):
     assert study.scalar("SELECT count(*) FROM segment_features WHERE feature_id = 5 AND activation < 1") > 0
     any_row = _row(study, 5, "any")
     assert any_row["prevalence_before"] == pytest.approx(any_row["rollout_rate_before"])
-    assert any_row["family"] == "rollout"
+    assert any_row["family"] == "latent_rollout"
 
 
 def test_support_filters_are_written_and_counted(study):
@@ -133,6 +134,24 @@ def test_support_filters_are_written_and_counted(study):
     assert metrics["tested_by_family"] == dict(by_family.iter_rows())
     summary = deltas.testing_summary(study)
     assert summary["tested"] == metrics["n_tested"] and summary["significant"] == metrics["n_significant"]
+
+
+def test_rollout_rows_of_structural_facts_are_a_family_of_their_own(study):
+    """A structural fact per rollout (here: one segment of every after rollout) is corrected among the few
+    other facts per rollout, not among the latents' rollout rows, each family by its own BH."""
+    _add_feature(study, 102, every_segment=False)
+    study.execute(
+        "INSERT INTO segment_features SELECT min(s.segment_id), 102, 2.0 FROM segments s "
+        "JOIN rollouts r USING (rollout_key) WHERE r.checkpoint = 'after' GROUP BY s.rollout_key"
+    )
+    _run(study)
+    assert _row(study, 102, "any")["family"] == "rollout"
+    assert _row(study, 5, "any")["family"] == "latent_rollout"
+    rows = study.frame("SELECT family, p_value, q_value FROM feature_deltas WHERE tested AND kind = 'any'")
+    for family in ("rollout", "latent_rollout"):
+        part = rows.filter(pl.col("family") == family)
+        assert part["q_value"].to_numpy() == pytest.approx(bh_qvalues(part["p_value"].to_numpy()))
+    assert _row(study, 102, "any")["q_value"] < 0.05
 
 
 def test_reward_association_within_checkpoint(study):

@@ -79,6 +79,6 @@ def test_length_and_composition_through_compute_deltas(scenario):
     (58% and about 100% in the issue)."""
     rng = np.random.default_rng(23)
     rows = [run_study(SCENARIOS[scenario], rng, 199)[0] for _ in range(15)]
-    for family in ("rollout", "structural"):
+    for family in ("rollout", "latent_rollout", "structural"):
         p = np.concatenate([r.filter(r["family"] == family)["p_value"].to_numpy() for r in rows])
         assert p.size > 150 and (p < 0.05).mean() <= 0.09, (family, (p < 0.05).mean())

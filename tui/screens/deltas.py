@@ -34,7 +34,7 @@ SOURCE_SHORT = {"sae": "sae", "structural": "str", "concept": "con", "group": "g
 
 
 def _source_or_family(row: DeltaRow) -> str:
-    """The testing family (its q is within it: str, sae, con, lex, rol), or con/grp for sentence features."""
+    """The testing family (its q is within it: str, sae, con, lex, rol, lat), or con/grp for sentence features."""
     if row.source in SENTENCE_SOURCES:
         return SOURCE_SHORT[row.source]
     return (row.family or row.source)[:3]
