@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from engine.hypotheses.sources import DraftSource, load_sources
+from engine.hypotheses.sources import MAX_SOURCES, DraftSource, source_queue
 from engine.store import Store
 
 
@@ -53,7 +53,7 @@ def test_a_few_structural_and_concept_findings_are_drafted_beside_many_sae_laten
     sae = [(i, "sae", "text", "sae", 1e-6 * (i + 1)) for i in range(50)]  # far smaller q than the others
     others = [(100, "structural", "tool_call", "structural", 0.01), (101, "concept", "reasoning", "concept", 0.02)]
     with _study(tmp_path / "s.duckdb", sae + others, []) as store:
-        names = [s.names[0] for s in load_sources(store, 0.05, limit=6)]
+        names = [s.names[0] for s in source_queue(store, 0.05).first(6)]
     # one of each family in turn, each family strongest first
     assert names == ["structural:100", "concept:101", "sae:0", "sae:1", "sae:2", "sae:3"]
 
@@ -64,8 +64,8 @@ def test_a_looser_drafting_level_adds_sources_without_taking_a_significant_ones_
     weak = [(i, "sae", "text", "sae", 0.2) for i in range(10)] + [(50, "structural", "text", "structural", 0.3)]
     strong = [(100 + i, "concept", "reasoning", "concept", 0.001 * (i + 1)) for i in range(4)]
     with _study(tmp_path / "s.duckdb", weak + strong, []) as store:
-        names = [s.names[0] for s in load_sources(store, 0.5, limit=6, significant=0.05)]
-        one_turn = [s.names[0] for s in load_sources(store, 0.5, limit=6)]
+        names = [s.names[0] for s in source_queue(store, 0.5, significant=0.05).first(6)]
+        one_turn = [s.names[0] for s in source_queue(store, 0.5).first(6)]
     assert names == ["concept:100", "concept:101", "concept:102", "concept:103", "structural:50", "sae:0"]
     assert "concept:103" not in one_turn  # the structural and SAE queues took their turns
 
@@ -74,7 +74,7 @@ def test_a_cluster_holding_a_structural_feature_waits_with_the_structural_family
     features = [(i, "sae", "text", "sae", 1e-6) for i in range(10)] + [(20, "structural", "text", "structural", 0.01)]
     clusters = [(0, 1e-6, [0, 1]), (1, 1e-6, [2, 3]), (2, 0.01, [4, 20])]
     with _study(tmp_path / "s.duckdb", features, clusters) as store:
-        first = load_sources(store, 0.05, limit=2)
+        first = source_queue(store, 0.05).first(2)
     assert first[0].cluster_id == 2  # the structural queue goes first, though its q is the largest
     assert first[1].cluster_id == 0
 
@@ -101,7 +101,7 @@ def test_a_cluster_whose_fact_and_latent_are_equally_strong_keeps_the_latents_ph
     as the fact, it would label every price in the study."""
     features = [(4, "sae", "reasoning", "sae", 1e-6), (20, "structural", "reasoning", "structural", 1e-6)]
     with _study(tmp_path / "s.duckdb", features, [(0, 1e-6, [20, 4])]) as store:
-        [cluster] = load_sources(store, 0.05, limit=1)
+        [cluster] = source_queue(store, 0.05).first(1)
     assert cluster.names == ("sae:4", "structural:20") and cluster.origin == "sae"
 
 
@@ -117,5 +117,5 @@ def test_sources_go_by_their_credible_change_not_by_monte_carlo_q(tmp_path: Path
                 "UPDATE feature_deltas SET delta = ?, ci_low = ?, ci_high = ? WHERE feature_id = ?",
                 [delta, low, high, feature_id],
             ).fetchall()
-        names = [s.names[0] for s in load_sources(store, 0.05)]
+        names = [s.names[0] for s in source_queue(store, 0.05).first(MAX_SOURCES)]
     assert names == ["sae:2", "sae:3", "sae:1", "sae:0"]

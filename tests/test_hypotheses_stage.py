@@ -18,7 +18,7 @@ from engine.errors import InputError
 from engine.hypotheses import lifecycle, stage
 from engine.hypotheses.lexical import lexical_sources
 from engine.hypotheses.reasons import NO_MATCH, TOO_SMALL
-from engine.hypotheses.sources import DRAFT_FDR
+from engine.hypotheses.sources import DRAFT_FDR, SourceQueue
 from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.kinds import DISCOVERY, HELDOUT
 from engine.progress import NullProgress
@@ -128,7 +128,7 @@ def test_every_heldout_test_stays_in_the_family_across_reruns_and_tests(study, m
     first = set(store.frame("SELECT statement, spec FROM heldout_tests").rows())
     hid = lifecycle.add_hypothesis(store, "More departures", pattern="departs", kind="text")
     lifecycle.test_hypothesis(store, hid)
-    monkeypatch.setattr(stage, "load_sources", lambda *args, **kwargs: [])
+    monkeypatch.setattr(stage, "source_queue", lambda *args, **kwargs: SourceQueue([], []))
     monkeypatch.setattr(stage, "lexical_sources", lambda *args, **kwargs: [])
     stage.run(store, replace(CONFIG, seed=4), np.random.default_rng(1), NullProgress())
     assert store.scalar("SELECT count(*) FROM hypotheses") == 1  # the drafts are gone; the user's stays

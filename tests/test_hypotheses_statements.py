@@ -603,8 +603,32 @@ def test_a_broad_finding_whose_turns_grew_too_does_not_keep_a_side_effect_apart(
     assert [m["statement"] for m in kept[1].provenance["side_effects"]] == [length.statement]
 
 
+def test_sources_that_merge_into_one_draft_leave_their_places_to_the_next(monkeypatch) -> None:
+    """The limit is on distinct drafts: three sources of one behaviour merge into one draft, so the source
+    ranked after them, another behaviour, is drafted too; the ranked sources past `MAX_DRAFTED` are not."""
+    from engine.hypotheses import draft as drafting
+    from engine.hypotheses.sources import SourceQueue
+
+    monkeypatch.setattr(drafting, "MAX_SOURCES", 2)
+    monkeypatch.setattr(drafting, "MAX_DRAFTED", 4)
+    probe = lambda i: ["tool_args:probe"] if i % 2 == 0 else []  # noqa: E731
+    bare = lambda i: ["tool_args:none"] if i % 4 == 1 else []  # noqa: E731  # another behaviour, other calls
+    discovery = DiscoverySplit(
+        population(PLAIN, THINK, lambda after, i: probe(i) + bare(i) if after else []), splitter=split_on_periods
+    )
+    probes, bares, late = (
+        source("tool_call", (n,), ("structural",)) for n in ("tool_args:probe", "tool_args:none", "x")
+    )
+    queue = SourceQueue([probes, probes, probes, bares, late], [])
+    drafts, taken = drafting.draft_distinct(queue, [], lambda s: set(), discovery, None, np.random.default_rng(0))
+    assert [d.spec["all"][1] for d in drafts] == [{"structural": "tool_args:probe"}, {"structural": "tool_args:none"}]
+    assert taken == [probes, probes, probes, bares]
+    # the third probe source, drafted later, restates the kept draft: recorded there, not tested again
+    assert "a later source's wording" in [m["relation"] for m in drafts[0].provenance["merged"]]
+
+
 def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_path) -> None:
-    from engine.hypotheses.draft import draft_all
+    from engine.hypotheses.draft import draft_each
     from engine.llm.fake import FakeLLMClient
     from engine.llm.session import LLMSession
     from engine.store import Store
@@ -630,7 +654,7 @@ def test_the_llm_gets_a_concepts_sentences_as_fenced_contrastive_examples(tmp_pa
     with Store(tmp_path / "s.duckdb") as store:
         session = LLMSession(client, store, 1.0)
         rng = np.random.default_rng(0)
-        [draft] = draft_all(
+        [draft] = draft_each(
             [source("reasoning", ("concept:3",), ("concept",))], lambda s: fires, discovery, session, rng
         )
     [request] = client.requests

@@ -5,7 +5,7 @@ and gives two folds of rollouts: A (split 'discovery') and B ('heldout'). The st
 then drafts on B and tests on A; every test goes into one BH family, and a hypothesis is confirmed only by the
 fold it was not drafted on (docs/statistics.md, "Small studies"). This module builds fold B's sources the way
 the deltas and clusters stages build fold A's: the deltas statistics on fold B's rollouts only, features
-taken from the testing families in turn (`load_sources`, unchanged, reading fold B's deltas at fold A's drafting
+taken from the testing families in turn (`source_queue`, unchanged, reading fold B's deltas at fold A's drafting
 level, `sources.DRAFT_FDR`, the significant ones first). Fold B has no clusters, and its sources carry no top
 n-grams (those were computed on fold A, which tests them).
 """
@@ -22,12 +22,12 @@ import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
 from engine.deltas import DiscoveryCounts, compute_deltas, load_discovery
-from engine.hypotheses.sources import DraftSource, load_sources
+from engine.hypotheses.sources import SourceQueue, source_queue
 from engine.kinds import HELDOUT
 from engine.progress import NullProgress
 from engine.store import Store
 
-FOLD_TABLES = ("feature_deltas", "clusters", "cluster_members")  # what `load_sources` reads besides features
+FOLD_TABLES = ("feature_deltas", "clusters", "cluster_members")  # what `source_queue` reads besides features
 
 
 def fold_rows(data: DiscoveryCounts, keep: np.ndarray) -> DiscoveryCounts:
@@ -68,8 +68,8 @@ def _fold_inputs(store: Store, deltas: pl.DataFrame) -> Iterator[None]:
         yield
 
 
-def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float, significant: float) -> list[DraftSource]:
-    """Sources drafted from fold B's features (`load_sources`), without fold A's n-grams."""
+def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float, significant: float) -> SourceQueue:
+    """Sources drafted from fold B's features (`source_queue`), without fold A's n-grams."""
     with _fold_inputs(store, deltas):
-        sources = load_sources(store, fdr, significant=significant)
-    return [replace(s, top_ngrams=()) for s in sources]
+        queue = source_queue(store, fdr, significant=significant)
+    return SourceQueue(*([replace(s, top_ngrams=()) for s in part] for part in (queue.ranked, queue.beside)))

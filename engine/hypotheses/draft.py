@@ -25,9 +25,9 @@ from engine.hypotheses.exemplars import (
     segment_units,
     unit_ngrams,
 )
-from engine.hypotheses.merge import merge_near_duplicates
+from engine.hypotheses.merge import drop_repeats, merge_near_duplicates
 from engine.hypotheses.seeds import carrier_seeds
-from engine.hypotheses.sources import DraftSource
+from engine.hypotheses.sources import MAX_DRAFTED, MAX_SOURCES, DraftSource, SourceQueue
 from engine.hypotheses.statements import (
     concept_statement,
     content_words,
@@ -47,7 +47,7 @@ __all__ = [
     "MIN_Z",
     "DiscoverySplit",
     "Draft",
-    "draft_all",
+    "draft_distinct",
     "draft_request",
     "explanation_requests",
     "extractive_draft",
@@ -488,7 +488,33 @@ def llm_draft(
     )
 
 
-def draft_all(
+def draft_distinct(
+    queue: SourceQueue,
+    extra: list[DraftSource],
+    fires: Callable[[DraftSource], set[int]],
+    discovery: DiscoverySplit,
+    session: LLMSession | None,
+    rng: np.random.Generator,
+) -> tuple[list[Draft], list[DraftSource]]:
+    """(drafts, the sources drafted): the queue's first `MAX_SOURCES` sources, those beside them and `extra`,
+    drafted and merged; then, while fewer than `MAX_SOURCES` distinct drafts remain, the next sources, as many
+    as the places left (up to `MAX_DRAFTED` of the ranked ones), merged among themselves, less those that
+    restate a draft kept (`drop_repeats`, recorded in its `merged`). What bounds the held-out family is its
+    distinct claims, not the sources that merge into one; and a later, weaker source never takes in or
+    rewords a draft of the stronger ones (merged with them, a loose concept of neutral sentences took in
+    grader awareness's wordings and quoted "In passing, as of now nothing has been changed.", shift seed 7730)."""
+    taken = queue.first(MAX_SOURCES) + extra
+    drafts = merge_near_duplicates(draft_each(taken, fires, discovery, session, rng), discovery)
+    left = queue.ranked[MAX_SOURCES:MAX_DRAFTED]
+    while left and len(drafts) < MAX_SOURCES:
+        more, left = left[: MAX_SOURCES - len(drafts)], left[MAX_SOURCES - len(drafts) :]
+        taken += more
+        new = merge_near_duplicates(draft_each(more, fires, discovery, session, rng), discovery)
+        drafts += drop_repeats(new, drafts, discovery, into="merged", relation="a later source's wording")
+    return drafts, taken
+
+
+def draft_each(
     sources: list[DraftSource],
     fires: Callable[[DraftSource], set[int]],
     discovery: DiscoverySplit,
@@ -496,7 +522,7 @@ def draft_all(
     rng: np.random.Generator,
 ) -> list[Draft]:
     """One draft per source (LLM when a session is given, falling back to extractive: one for each distinct
-    behaviour a concept source fires on), then merged."""
+    behaviour a concept source fires on), not merged."""
     drafts: list[Draft] = []
     answers: list[Any] = [None] * len(sources)
     requests = []
@@ -515,7 +541,7 @@ def draft_all(
         elif answer is not None:
             log.warning("LLM drafting failed for %s (%s); drafting extractively", source.title, answer.reason)
         drafts.extend([draft] if draft is not None else extractive_drafts(source, fires(source), discovery))
-    return merge_near_duplicates(drafts, discovery)
+    return drafts
 
 
 def explanation_requests(features: pl.DataFrame, examples: dict[int, list[str]]) -> list[tuple[int, LLMRequest]]:

@@ -204,10 +204,18 @@ def _merge_pass(drafts: list[Draft], discovery: DiscoverySplit, settled: bool = 
     return without_side_effects(_one_per_quote(requoted, discovery), discovery)
 
 
-def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) -> list[Draft]:
-    """Cross-fitting: the drafts of the second fold (`drafts`, drafted on `fold`) less those that restate a
-    draft of the first fold (`first`), each recorded in that draft's provenance (`other_fold`). The behaviour
-    is then tested once, on this fold's rollouts, and reads as one finding drafted on both folds.
+def drop_repeats(
+    drafts: list[Draft],
+    first: list[Draft],
+    fold: DiscoverySplit,
+    *,
+    into: str = "other_fold",
+    relation: str = "drafted on the other fold too",
+) -> list[Draft]:
+    """`drafts` (drafted on `fold`) less those that restate a draft of `first`, each recorded in that draft's
+    provenance list `into`. Cross-fitting: the second fold's drafts against the first's (`other_fold`); the
+    behaviour is then tested once, on this fold's rollouts, and reads as one finding drafted on both folds.
+    Drafting past the first sources (`draft.draft_distinct`): a later source's drafts against those kept.
 
     Decided on `fold` alone, with the first fold's labelers applied to it (as their test will be): a draft
     restates one in the same direction when it is the same claim or (judge drafts) nearly the same statement,
@@ -230,7 +238,7 @@ def drop_repeats(drafts: list[Draft], first: list[Draft], fold: DiscoverySplit) 
         if same is None:
             kept.append(draft)
         else:
-            same.provenance.setdefault("other_fold", []).append(absorbed(draft, "drafted on the other fold too"))
+            same.provenance.setdefault(into, []).append(absorbed(draft, relation))
     return kept
 
 

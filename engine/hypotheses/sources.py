@@ -16,7 +16,13 @@ from engine.kinds import DISCOVERY, FAMILIES
 from engine.store import Store
 from engine.store.queries import ngram_list
 
+# Distinct drafts (after merging) drafting aims at: the sources are taken in order until this many remain
+# or `MAX_DRAFTED` have been drafted (`SourceQueue`, `engine.hypotheses.draft.draft_distinct`).
 MAX_SOURCES = 40
+# At most this many sources are drafted in a study: a behaviour said in many wordings fills the first 40 with
+# its concept features, whose drafts merge into one (shift suite, seed 7743: 40 sources, 9 distinct drafts, and
+# out-of-scope remarks, a concept at q = 0.10 with precision 1.0, never drafted).
+MAX_DRAFTED = 3 * MAX_SOURCES
 # The q below which a feature, cluster or n-gram is drafted, in every study. Drafting only chooses which claims
 # the held-out test sees; that test, one BH family with every other, decides, whatever the drafting level, so a
 # source is drafted when at most half of those so listed are expected to be noise. What a lower bar costs is
@@ -36,6 +42,18 @@ _DRAFT_ORDER: tuple[str, ...] = (
     "cluster",
     *(f for f in FAMILIES if f not in ("structural", "concept")),
 )
+
+
+@dataclass(frozen=True)
+class SourceQueue:
+    """What a study drafts from: `ranked` in drafting order, and `beside` (length bands of text or reasoning
+    turns), drafted whatever the limit."""
+
+    ranked: list[DraftSource]
+    beside: list[DraftSource]
+
+    def first(self, limit: int) -> list[DraftSource]:
+        return self.ranked[:limit] + self.beside
 
 
 @dataclass(frozen=True)
@@ -92,17 +110,14 @@ def _kinds(kind: str) -> tuple[str, ...]:
     return KINDS if kind == "any" else (kind,)
 
 
-def load_sources(
-    store: Store, fdr: float, limit: int = MAX_SOURCES, significant: float | None = None
-) -> list[DraftSource]:
+def source_queue(store: Store, fdr: float, significant: float | None = None) -> SourceQueue:
     """Clusters and the features no cluster covers at q < `fdr` (the stage's drafting level), strongest first
-    within each testing family, taken from the families in turn (`_DRAFT_ORDER`) up to `limit`: first those at
-    q < `significant` (the study's FDR level; all of them when None), then the others in the slots left. A
-    looser level adds sources and takes none of the significant ones' places: taken in one turn, the weak rows
-    of the structural, SAE and rollout families crowded a significant empathy concept out of the 40 slots
-    (shift suite, seed 7722), and its finding with it. Then every such length band of text or reasoning turns,
-    beside the limit (a fact about length, drafted so that `length_effects` can tell what it explains, takes no
-    other source's place)."""
+    within each testing family, taken from the families in turn (`_DRAFT_ORDER`): first those at q <
+    `significant` (the study's FDR level; all of them when None), then the others. A looser level adds sources
+    behind the significant ones and takes none of their places: taken in one turn, the weak rows of the
+    structural, SAE and rollout families crowded a significant empathy concept out of the 40 slots (shift suite,
+    seed 7722), and its finding with it. Beside them every such length band of text or reasoning turns (a fact
+    about length, drafted so that `length_effects` can tell what it explains, takes no other source's place)."""
     features = store.frame("SELECT feature_id, source, name, label, top_ngrams FROM features")
     info = {r["feature_id"]: r for r in features.iter_rows(named=True)}
     kind_labels = store.frame("SELECT feature_id, kind, label FROM feature_kind_labels")
@@ -181,8 +196,7 @@ def load_sources(
     strong = significant if significant is not None else fdr
     first = {name: [s for s in queue if s.q_value < strong] for name, queue in queues.items()}
     then = {name: [s for s in queue if s.q_value >= strong] for name, queue in queues.items()}
-    picked = _in_turn(first, limit)
-    return picked + _in_turn(then, limit - len(picked)) + lengths
+    return SourceQueue(_in_turn(first) + _in_turn(then), lengths)
 
 
 def strongest_first(rows: pl.DataFrame, *keys: str) -> pl.DataFrame:
@@ -217,15 +231,13 @@ def _cluster_queue(sources: set[str]) -> str:
     return "concept" if sources & {"concept", "group"} else "cluster"
 
 
-def _in_turn(queues: dict[str, list[DraftSource]], limit: int) -> list[DraftSource]:
-    """The first of each queue (in `_DRAFT_ORDER`, then any other), then the second of each, ... up to `limit`."""
+def _in_turn(queues: dict[str, list[DraftSource]]) -> list[DraftSource]:
+    """The first of each queue (in `_DRAFT_ORDER`, then any other), then the second of each, and so on."""
     order = [q for q in _DRAFT_ORDER if q in queues] + [q for q in queues if q not in _DRAFT_ORDER]
     picked: list[DraftSource] = []
     for rank in range(max((len(q) for q in queues.values()), default=0)):
         picked.extend(queues[name][rank] for name in order if rank < len(queues[name]))
-        if len(picked) >= limit:
-            break
-    return picked[:limit]
+    return picked
 
 
 def firing_segments(store: Store, feature_ids: list[int]) -> pl.DataFrame:

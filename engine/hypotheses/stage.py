@@ -20,7 +20,7 @@ import polars as pl
 from engine.config import AnalyzeConfig
 from engine.hypotheses.budget import Budget, LabelerTooSlow
 from engine.hypotheses.crossfit import heldout_fold_deltas, heldout_fold_sources
-from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_all, explanation_requests
+from engine.hypotheses.draft import MIN_Z, DiscoverySplit, Draft, draft_distinct, explanation_requests
 from engine.hypotheses.judge import judge_labels, weighted_z
 from engine.hypotheses.length_effects import without_length_effects
 from engine.hypotheses.lexical import lexical_sources
@@ -38,7 +38,15 @@ from engine.hypotheses.lifecycle import (
 from engine.hypotheses.merge import drop_repeats
 from engine.hypotheses.population import Population, load_population, split_size
 from engine.hypotheses.provenance import SPLIT_NAMES, tested_split
-from engine.hypotheses.sources import DRAFT_FDR, DraftSource, example_sentences, firing_segments, load_sources
+from engine.hypotheses.sources import (
+    DRAFT_FDR,
+    MAX_DRAFTED,
+    DraftSource,
+    SourceQueue,
+    example_sentences,
+    firing_segments,
+    source_queue,
+)
 from engine.kinds import DISCOVERY, HELDOUT, HYPOTHESIS_STATUSES, Split
 from engine.llm.client import LLMResult
 from engine.llm.session import LLMSession
@@ -97,8 +105,8 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         )
         cross_fitted = store.meta("split_mode") == "rollout"  # a small study: each fold drafts, the other tests
         draft_fdr = max(config.fdr, DRAFT_FDR)  # drafting chooses what is tested; the held-out test decides
-        sources = load_sources(store, draft_fdr, significant=config.fdr)
-        drafts, judge_dropped = _draft_fold(store, sources, discovery, session, config, draft_fdr, rng, progress)
+        queue = source_queue(store, draft_fdr, significant=config.fdr)
+        drafts, sources, judge_dropped = _draft_fold(store, queue, discovery, session, config, draft_fdr, rng, progress)
         explanations = _explain(store, session, sources) if session else {}
 
         heldout = load_population(store, *config.checkpoints, HELDOUT)
@@ -108,8 +116,10 @@ def run(store: Store, config: AnalyzeConfig, rng: np.random.Generator, progress:
         if cross_fitted:  # fold B draws from its own stream: its results do not depend on how much fold A drew
             rng_b = stream(config.seed, "crossfit")
             fold_b = DiscoverySplit(heldout)  # no feature examples: those are fold A's
-            sources_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng_b), draft_fdr, config.fdr)
-            drafts_b, dropped_b = _draft_fold(store, sources_b, fold_b, session, config, draft_fdr, rng_b, progress)
+            queue_b = heldout_fold_sources(store, heldout_fold_deltas(store, config, rng_b), draft_fdr, config.fdr)
+            drafts_b, sources_b, dropped_b = _draft_fold(
+                store, queue_b, fold_b, session, config, draft_fdr, rng_b, progress
+            )
             folds.append((drop_repeats(drafts_b, drafts, fold_b), DISCOVERY, rng_b))  # a behaviour is tested once
             judge_dropped += dropped_b
             sources += sources_b
@@ -180,18 +190,19 @@ def _kept(store: Store) -> pl.DataFrame:
 
 def _draft_fold(
     store: Store,
-    sources: list[DraftSource],
+    queue: SourceQueue,
     discovery: DiscoverySplit,
     session: LLMSession | None,
     config: AnalyzeConfig,
     draft_fdr: float,
     rng: np.random.Generator,
     progress: Progress,
-) -> tuple[list[Draft], int]:
-    """Drafts from `sources` and the fold's lexical sources at q < `draft_fdr` (added to `sources`), all checked
-    on the fold they are drafted on; also how many judge drafts that check dropped."""
-    sources += lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations, draft_fdr=draft_fdr)
-    fires_by_feature = firing_segments(store, sorted({f for s in sources for f in s.feature_ids}))
+) -> tuple[list[Draft], list[DraftSource], int]:
+    """Drafts from `queue` (`draft_distinct`) and the fold's lexical sources at q < `draft_fdr`, all checked on
+    the fold they are drafted on; also the sources drafted and how many judge drafts that check dropped."""
+    lexical = lexical_sources(discovery, rng, fdr=config.fdr, n_permutations=config.permutations, draft_fdr=draft_fdr)
+    listed = queue.ranked[:MAX_DRAFTED] + queue.beside
+    fires_by_feature = firing_segments(store, sorted({f for s in listed for f in s.feature_ids}))
     fold_ids = discovery.population.segments["segment_id"].to_list()
     fires_by_feature = fires_by_feature.filter(pl.col("segment_id").is_in(fold_ids))
 
@@ -201,11 +212,12 @@ def _draft_fold(
             return set(index.segment_ids[index.matches(set(source.top_ngrams))].tolist())
         return set(fires_by_feature.filter(pl.col("feature_id").is_in(list(source.feature_ids)))["segment_id"])
 
-    with progress.track(f"drafting hypotheses on {SPLIT_NAMES[discovery.population.split]}", len(sources)) as advance:
-        drafts = draft_all(sources, fires, discovery, session, rng)
+    with progress.track(f"drafting hypotheses on {SPLIT_NAMES[discovery.population.split]}", len(listed)) as advance:
+        drafts, sources = draft_distinct(queue, lexical, fires, discovery, session, rng)
         drafts = without_length_effects(drafts, discovery, rng, fdr=config.fdr, n_permutations=config.permutations)
-        advance(len(sources), status=f"{len(drafts)} drafts")
-    return _check_judges(drafts, discovery, session, rng, progress)
+        advance(len(sources), status=f"{len(drafts)} drafts from {len(sources)} sources")
+    checked, dropped = _check_judges(drafts, discovery, session, rng, progress)
+    return checked, sources, dropped
 
 
 def _check_judges(
