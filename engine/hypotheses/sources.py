@@ -19,9 +19,9 @@ from engine.store.queries import ngram_list
 # Distinct drafts (after merging) drafting aims at: the sources are taken in order until this many remain
 # or `MAX_DRAFTED` have been drafted (`SourceQueue`, `engine.hypotheses.draft.draft_distinct`).
 MAX_SOURCES = 40
-# At most this many sources are drafted in a study: a behaviour said in many wordings fills the first 40 with
-# its concept features, whose drafts merge into one (shift suite, seed 7743: 40 sources, 9 distinct drafts, and
-# out-of-scope remarks, a concept at q = 0.10 with precision 1.0, never drafted).
+# At most this many sources are drafted in a study. A behaviour said in many wordings fills the first 40 with
+# its concept features, whose drafts merge into one: on the shift suite the first 40 sources (and the n-grams)
+# gave 7-21 distinct drafts, and seed 7738's overclaiming, its concepts at q = 0.42, was never drafted.
 MAX_DRAFTED = 3 * MAX_SOURCES
 # The q below which a feature, cluster or n-gram is drafted, in every study. Drafting only chooses which claims
 # the held-out test sees; that test, one BH family with every other, decides, whatever the drafting level, so a
