@@ -45,9 +45,11 @@ def informative(word: str) -> bool:
     return word not in STOPWORDS and word != ID and _LETTERS.search(word) is not None
 
 
-def informative_words(text: str) -> set[str]:
-    """The informative words of a text (`informative`: no stopword, number, id or symbol), each once."""
-    return {w for w, _, _ in words(text) if informative(w)}
+@lru_cache(maxsize=1 << 16)
+def informative_words(text: str) -> frozenset[str]:
+    """The informative words of a text (`informative`: no stopword, number, id or symbol), each once. Cached:
+    drafting asks it of the same discovery sentences for every source."""
+    return frozenset(w for w, _, _ in words(text) if informative(w))
 
 
 def _plain(word: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,7 +107,7 @@ def phrase_is_behaviour(gram: str, texts: Sequence[str]) -> tuple[bool, bool]:
     return len(words) >= MIN_CONTENT_WORDS or any("_" in w for w in words), False
 
 
-def one_task_words(said: Sequence[set[str]], tasks: Sequence[str]) -> frozenset[str]:
+def one_task_words(said: Sequence[AbstractSet[str]], tasks: Sequence[str]) -> frozenset[str]:
     """The words of `said` (each text's words; `tasks[i]` the task of text i) said in one task only, when the
     texts are of several: one task's objects (a city, a passenger's name), not a behaviour."""
     if len(set(tasks)) < 2:
