@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from engine.config import AnalyzeConfig
 from engine.deltas import DiscoveryCounts, compute_deltas, load_discovery
-from engine.hypotheses.sources import SourceQueue, source_queue
+from engine.hypotheses.sources import DraftSource, SourceQueue, source_queue
 from engine.kinds import HELDOUT
 from engine.progress import NullProgress
 from engine.store import Store
@@ -72,4 +72,8 @@ def heldout_fold_sources(store: Store, deltas: pl.DataFrame, fdr: float, signifi
     """Sources drafted from fold B's features (`source_queue`), without fold A's n-grams."""
     with _fold_inputs(store, deltas):
         queue = source_queue(store, fdr, significant=significant)
-    return SourceQueue(*([replace(s, top_ngrams=()) for s in part] for part in (queue.ranked, queue.beside)))
+
+    def without_ngrams(sources: list[DraftSource]) -> list[DraftSource]:
+        return [replace(s, top_ngrams=()) for s in sources]
+
+    return SourceQueue(without_ngrams(queue.ranked), without_ngrams(queue.beside))
