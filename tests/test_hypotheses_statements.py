@@ -922,6 +922,31 @@ def exemplar_draft(discovery: DiscoverySplit, exemplar: str, threshold: float) -
                  ("reasoning",))  # fmt: skip
 
 
+def test_discovery_embeds_a_kinds_sentences_once_for_every_labeler_it_evaluates() -> None:
+    """Drafting evaluates hundreds of exemplar labelers on the same discovery segments: their sentences are split
+    and embedded once per kind set, then each labeler embeds only its exemplars; the labels are those of a
+    labeler reading the segments afresh."""
+
+    def reasoning(after: bool, i: int) -> str:
+        return f"{THINK(after, i)} {WORDINGS[i % 8]}." if after and i % 8 in WORDINGS else THINK(after, i)
+
+    plain = population(PLAIN, reasoning, lambda a, i: [])
+    discovery = DiscoverySplit(plain, splitter=split_on_periods)
+    specs = [
+        {"all": [{"kind": "reasoning"}, {"similar_to": {"exemplars": [f"{WORDINGS[k]}."], "min_similarity": 0.75}}]}
+        for k in (1, 0)
+    ]
+    embedder = plain.embedder
+    before = embedder.calls
+    hits = [discovery.evaluate(discovery.verifier(spec), ("reasoning",))[0] for spec in specs]
+    assert embedder.calls - before == 3  # the segments' sentences once, then each labeler's exemplars
+    _, segs = discovery.index(("reasoning",))
+    for spec, labelled in zip(specs, hits, strict=True):
+        afresh = discovery.verifier(spec).label_all(Population.views(segs))
+        assert labelled.tolist() == [v.label for v in afresh]
+    assert hits[0].any() and not (hits[0] == hits[1]).all()
+
+
 def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_finding() -> None:
     """Two wordings mostly in different turns (paraphrases rarely meet), the first's labeler matching the
     second's exemplar, become one finding labelled by either's exemplars, restated with the joined labeler's

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from engine.hypotheses.exemplars import Splitter, default_splitter, matched_rows, segment_units
+from engine.hypotheses.exemplars import SentenceMatcher, Splitter, default_splitter, matched_rows, segment_units
 from engine.hypotheses.ngrams import MIN_Z, NgramIndex, mostly_inside, two_proportion_z
 from engine.hypotheses.population import Population
 from engine.hypotheses.statements import Rates, one_task_words, phrase_is_behaviour
-from engine.hypotheses.verifier import Verifier
+from engine.hypotheses.verifier import SegmentView, Verifier
 from engine.stats.design import CheckpointDesign
 from engine.stats.rates import Contrast, effects
 from engine.text import informative_words
@@ -77,6 +77,8 @@ class DiscoverySplit:
         self._ordinary: dict[tuple[str, ...], np.ndarray] = {}
         self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
         self._one_task: dict[tuple[str, ...], frozenset[str]] = {}
+        self._views: dict[tuple[str, ...], list[SegmentView]] = {}
+        self._matchers: dict[tuple[str, ...], SentenceMatcher] = {}
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -166,11 +168,27 @@ class DiscoverySplit:
 
     def evaluate(self, verifier: Verifier, kinds: tuple[str, ...]) -> tuple[np.ndarray, float, float]:
         """(hits, delta, z) of a verifier over discovery segments of `kinds`."""
-        index, segs = self.index(kinds)
-        hits = np.array([v.label for v in verifier.label_all(Population.views(segs))], dtype=bool)
+        index, _ = self.index(kinds)
+        views = self._views_of(kinds)
+        matcher = self._matcher_of(kinds) if verifier.reads_sentences else None
+        hits = np.array([v.label for v in verifier.label_all(views, matcher=matcher)], dtype=bool)
         a, b = index.is_after, ~index.is_after
         delta = (hits[a].mean() if a.any() else 0.0) - (hits[b].mean() if b.any() else 0.0)
         return hits, float(delta), index.z(hits)
+
+    def _views_of(self, kinds: tuple[str, ...]) -> list[SegmentView]:
+        """The discovery segments of `kinds` as a verifier reads them, in `index` order. Memoised."""
+        if kinds not in self._views:
+            self._views[kinds] = Population.views(self.index(kinds)[1])
+        return self._views[kinds]
+
+    def _matcher_of(self, kinds: tuple[str, ...]) -> SentenceMatcher:
+        """The sentences of the discovery segments of `kinds` embedded in one batch, in `index` order. Memoised:
+        drafting evaluates hundreds of exemplar labelers on the same segments."""
+        if kinds not in self._matchers:
+            pairs = list(self.index(kinds)[1].select("kind", "text").iter_rows())
+            self._matchers[kinds] = SentenceMatcher(pairs, self.population.embedder, self.splitter)
+        return self._matchers[kinds]
 
     def rollout_z(self, draft: Draft) -> float:
         """The draft's discovery t in its direction with rollouts as the units: each rollout's share of its

@@ -33,7 +33,9 @@ def carrier_seeds(
     within[owner[:, None] == owner[None, :]] = -1.0  # a sentence's own segment does not vouch for it
 
     def closest(sims: np.ndarray) -> np.ndarray:
-        return np.sort(sims, axis=1)[:, -NEIGHBOURS:].mean(axis=1)
+        k = min(NEIGHBOURS, sims.shape[1])
+        top = np.partition(sims, -k, axis=1)[:, -k:] if k else sims
+        return np.sort(top, axis=1).mean(axis=1)  # sorted as a full sort's last k are: the same sum
 
     score = closest(within) - (closest(vectors @ embed(quiet).T) if quiet else 0.0)
     best = [max(np.flatnonzero(owner == i), key=lambda j: score[j]) for i in dict.fromkeys(owner.tolist())]

@@ -159,12 +159,24 @@ class Verifier:
         """Label one segment; the evidence is the span, tool name or similar sentence that made a positive label."""
         return self.label_all([segment])[0]
 
-    def label_all(self, segments: list[SegmentView], check: Callable[[], None] | None = None) -> list[Verdict]:
-        """Label segments; every sentence of all of them is embedded in one batch when the spec has `similar_to`.
+    @property
+    def reads_sentences(self) -> bool:
+        """Whether labelling embeds the segments' sentences (the spec has `similar_to`)."""
+        return bool(self._similar)
+
+    def label_all(
+        self,
+        segments: list[SegmentView],
+        check: Callable[[], None] | None = None,
+        matcher: SentenceMatcher | None = None,
+    ) -> list[Verdict]:
+        """Label segments; every sentence of all of them is embedded in one batch when the spec has `similar_to`
+        (`matcher`: that batch, built on these `segments` by a caller that labels them many times).
         `check` runs between segments (a time budget raises there)."""
         matches: dict[int, list[Match | None]] = {}
         if self._similar:
-            matcher = SentenceMatcher([(s.kind, s.text) for s in segments], self.embedder, self.splitter)
+            if matcher is None:
+                matcher = SentenceMatcher([(s.kind, s.text) for s in segments], self.embedder, self.splitter)
             matches = {id(node): matcher.best(node["exemplars"]) for node in self._similar}
         verdicts = []
         for position, segment in enumerate(segments):
