@@ -76,11 +76,17 @@ def ranked_examples(
 ) -> pl.DataFrame:
     """The `top` strongest examples per group (feature and checkpoint; and kind for per-kind labels), one per
     distinct `distinct` value, ranked from 1, from a bounded top-n aggregate's `best` list column (ties to the
-    lower segment id)."""
+    lower segment id, then to the list's order: the aggregate's own tie-break, such as a segment's first
+    sentence among copies of it). The sort keeps the list's order among ties: polars' default multi-key sort
+    does not, and the same study gave a repeated sentence's second span on one run and its first on another."""
     return (
         candidates.explode("best")
         .unnest("best")
-        .sort([*groups, "activation", "segment_id"], descending=[*(False for _ in groups), True, False])
+        .sort(
+            [*groups, "activation", "segment_id"],
+            descending=[*(False for _ in groups), True, False],
+            maintain_order=True,
+        )
         .unique([*groups, distinct], keep="first", maintain_order=True)
         .with_columns(rank=pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over(*groups))
         .filter(pl.col("rank") <= top)

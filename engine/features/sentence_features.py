@@ -327,7 +327,9 @@ def _label_sentences(store: Store, staging: str, base: int) -> dict[LabelKey, li
     """Per feature, its LABEL_SENTENCES strongest distinct discovery sentences (text, kind), both checkpoints
     (key (feature, None)); and per feature and kind, those of that kind (key (feature, kind))."""
     where = _SENTENCE_ACTS.format(staging=staging, acts=_ACTS, discovery=DISCOVERY_ROLLOUTS)
-    top = f"max_by({{'text': text, 'kind': kind, 'a': a}}, a, {LABEL_SENTENCES}) AS best"
+    # ties (a sentence in two cases: an uncased embedder reads them alike) go to the greater text, not to
+    # whichever thread found one first
+    top = f"max_by({{'text': text, 'kind': kind, 'a': a}}, {{'a': a, 't': text}}, {LABEL_SENTENCES}) AS best"
     frame = store.frame(
         f"WITH said AS (SELECT a.feature_id, st.text, s.kind, max(a.activation) AS a {where} GROUP BY ALL) "
         f"SELECT feature_id, NULL AS kind, {top} FROM (SELECT feature_id, text, min(kind) AS kind, max(a) AS a "
