@@ -237,8 +237,8 @@ def _concept_drafts(source: DraftSource, fires: set[int], discovery: DiscoverySp
     sample = segs[rows]
     pairs = list(sample.select("kind", "text").iter_rows())
     in_sample = sample["segment_id"].is_in(list(fires)).to_numpy()
-    every = discovery.units(source.kinds)
-    units = [every[int(r)] for r in rows]
+    said = discovery.units(source.kinds)
+    units = [said[int(r)] for r in rows]
     embedder = discovery.population.embedder
     positives = carrier_seeds(discovery.examples(source.feature_ids), units, in_sample, embedder.embed)
     more = (index.is_after if source.delta > 0 else ~index.is_after)[rows]
@@ -315,8 +315,8 @@ def _said_in_sentences(
     such sentence is a seed, so no other sentence of its segment (a stock "Please let me know how you'd like to
     proceed.") can become an exemplar of the behaviour."""
     index, _ = discovery.index(kinds)
-    units = discovery.units(kinds)
-    carried = {int(row): [u for u in units[int(row)] if says(u)] for row in rows}
+    said = discovery.units(kinds)
+    carried = {int(row): [u for u in said[int(row)] if says(u)] for row in rows}
     sentences = [u for units in carried.values() for u in units]
     carrying = {int(index.segment_ids[row]) for row, units in carried.items() if units}
     examples = discovery.with_examples(lambda _ids: sentences)
