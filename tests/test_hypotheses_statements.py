@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from factories_exemplars import GRADER_AWARE, WordEmbedder, minilm, split_on_periods
 
+from engine.hypotheses import discovery as discovery_module
 from engine.hypotheses.draft import DiscoverySplit, Draft, extractive_draft, extractive_drafts
 from engine.hypotheses.exemplars import exemplar_texts, similar_nodes
 from engine.hypotheses.merge import (
@@ -945,6 +946,26 @@ def test_discovery_embeds_a_kinds_sentences_once_for_every_labeler_it_evaluates(
         afresh = discovery.verifier(spec).label_all(Population.views(segs))
         assert labelled.tolist() == [v.label for v in afresh]
     assert hits[0].any() and not (hits[0] == hits[1]).all()
+
+
+@pytest.mark.parametrize(("bound", "calls"), [(1 << 30, 5), (0, 6)])
+def test_discovery_keeps_sentence_vectors_of_kind_sets_up_to_a_bound(
+    monkeypatch: pytest.MonkeyPatch, bound: int, calls: int
+) -> None:
+    """Reasoning, then replies, then reasoning again: within MATCHER_BYTES the reasoning turns' sentences are
+    embedded once; past it only the kind set in use is kept, so they are embedded again (as before session 47,
+    once a labeler), and the labels are the same."""
+    monkeypatch.setattr(discovery_module, "MATCHER_BYTES", bound)
+    discovery = DiscoverySplit(population(PLAIN, THINK, lambda a, i: []), splitter=split_on_periods)
+    embedder = discovery.population.embedder
+
+    def hits(kind: str) -> list[bool]:
+        node = {"similar_to": {"exemplars": ["The grader checks my answer."], "min_similarity": 0.5}}
+        return discovery.evaluate(discovery.verifier({"all": [{"kind": kind}, node]}), (kind,))[0].tolist()
+
+    before = embedder.calls
+    first, _, again = hits("reasoning"), hits("text"), hits("reasoning")
+    assert embedder.calls - before == calls and first == again
 
 
 def test_two_wordings_of_one_behaviour_that_never_meet_are_joined_into_one_finding() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,9 @@ MIN_LIFT = 2.0
 # among all): short turns that fell because others grew keep none of their change outside the grown turns, nor
 # "one of several tool calls" outside a new tool's messages; a change of its own keeps all of it.
 EXPLAINED_SHARE = 0.5
+# Sentence vectors of discovery segments kept for labelling (`DiscoverySplit._matcher_of`): a kind set's
+# every sentence, repeats included; the embedder's own memory is bounded alike (`sentence_embed.MEMO_BYTES`).
+MATCHER_BYTES = 256 << 20
 
 
 @dataclass
@@ -78,7 +81,7 @@ class DiscoverySplit:
         self._matched: dict[tuple[tuple[str, ...], str], np.ndarray] = {}
         self._one_task: dict[tuple[str, ...], frozenset[str]] = {}
         self._views: dict[tuple[str, ...], list[SegmentView]] = {}
-        self._matchers: dict[tuple[str, ...], SentenceMatcher] = {}
+        self._matchers: OrderedDict[tuple[str, ...], SentenceMatcher] = OrderedDict()
 
     def with_examples(self, examples: Callable[[tuple[int, ...]], list[str]]) -> DiscoverySplit:
         """The same split (its indexes shared) with other example sentences."""
@@ -183,11 +186,15 @@ class DiscoverySplit:
         return self._views[kinds]
 
     def _matcher_of(self, kinds: tuple[str, ...]) -> SentenceMatcher:
-        """The sentences of the discovery segments of `kinds` embedded in one batch, in `index` order. Memoised:
-        drafting evaluates hundreds of exemplar labelers on the same segments."""
+        """The sentences of the discovery segments of `kinds` embedded in one batch, in `index` order. Memoised
+        (drafting evaluates hundreds of exemplar labelers on the same segments) up to MATCHER_BYTES, the least
+        recently used kind set forgotten first, the one in use always kept."""
         if kinds not in self._matchers:
             pairs = list(self.index(kinds)[1].select("kind", "text").iter_rows())
             self._matchers[kinds] = SentenceMatcher(pairs, self.population.embedder, self.splitter)
+        self._matchers.move_to_end(kinds)
+        while len(self._matchers) > 1 and sum(m.nbytes for m in self._matchers.values()) > MATCHER_BYTES:
+            self._matchers.popitem(last=False)
         return self._matchers[kinds]
 
     def rollout_z(self, draft: Draft) -> float:

@@ -125,6 +125,11 @@ class SentenceMatcher:
         row = {t: i for i, t in enumerate(unique)}
         self._vectors = vectors[[row[t] for t in self._texts]] if self._texts else vectors
 
+    @property
+    def nbytes(self) -> int:
+        """Memory its sentence vectors take."""
+        return int(self._vectors.nbytes)
+
     def best(self, exemplars: Sequence[str]) -> list[Match | None]:
         """Per segment, its unit most similar to any exemplar (None for a segment without units)."""
         out: list[Match | None] = [None] * self._n
